@@ -1,0 +1,138 @@
+"""Finite-horizon baselines: KenLM character (n+1)-grams and n-NNs, Karpathy et al. Table 2.
+
+Both families answer through the Predictions contract, so their test cross-entropy is
+computed exactly as for the recurrent nets (nats/char, bootstrap std of 100 resamples).
+`python -m analyses.ngram --corpus warpeace --n 1,2,3` builds whatever is missing first.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+import corpora
+from charlm.predictions import LN2
+from corpora.errors import UserError, run_cli
+
+from .common import analysis_parser, emit, index_for_args, load_predictions, style
+
+TITLE = "n-gram and n-NN baselines"
+QUESTION = "How well can a model that sees only the last n characters do, and where does it saturate?"
+PAPER_SOURCE = "Karpathy et al. (2016), Table 2 (test cross-entropy, nats/char, bootstrap std < 4e-3)"
+PAPER_N = [1, 2, 3, 4, 5, 6, 7, 8, 9, 20]
+_PAPER = {
+    ("warpeace", "ngram"): [2.399, 1.928, 1.521, 1.314, 1.232, 1.203, 1.194, 1.194, 1.194, 1.195],
+    ("warpeace", "nnn"): [2.399, 1.931, 1.553, 1.451, 1.339, 1.321],
+    ("linux", "ngram"): [2.702, 1.954, 1.440, 1.213, 1.097, 1.027, 0.982, 0.953, 0.933, 0.889],
+    ("linux", "nnn"): [2.707, 1.974, 1.505, 1.395, 1.256, 1.376],
+}
+FAMILIES = ("ngram", "nnn")
+
+
+def paper_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"corpus": c, "family": f, "n": n, "paper_ce_nats": v} for (c, f), values in _PAPER.items() for n, v in zip(PAPER_N, values)]
+    )
+
+
+def _disk_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file() and "predictions" not in p.parts)
+
+
+def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100) -> pd.DataFrame:
+    """One row per baseline model: corpus, family, n, split, cross-entropy (nats, bits, std), size on disk, build seconds."""
+    rows = []
+    for _, row in index[index["family"].isin(FAMILIES)].iterrows():
+        mean, std = load_predictions(row, split).cross_entropy(resamples)
+        metrics = json.loads((Path(row["dir"]) / "metrics.json").read_text())
+        rows.append({
+            "corpus": row["corpus"], "family": row["family"], "n": int(row["n"]), "split": split,
+            "ce_nats": mean, "ce_bits": mean / LN2, "ce_std": std,
+            "hidden": metrics.get("hidden"),
+            "disk_bytes": _disk_bytes(Path(row["dir"])),
+            "build_seconds": row["seconds"], "model_id": row["model_id"],
+        })
+    cols = ["corpus", "family", "n", "split", "ce_nats", "ce_bits", "ce_std", "hidden", "disk_bytes", "build_seconds", "model_id"]
+    df = pd.DataFrame(rows, columns=cols)
+    return df.sort_values(["corpus", "family", "n"], ignore_index=True)
+
+
+def with_paper(df: pd.DataFrame) -> pd.DataFrame:
+    return df.merge(paper_table(), on=["corpus", "family", "n"], how="left")
+
+
+def plot(df: pd.DataFrame):
+    style()
+    corpora_ = sorted(df["corpus"].unique())
+    fig, axes = plt.subplots(1, max(1, len(corpora_)), figsize=(5.2 * max(1, len(corpora_)), 3.4), squeeze=False, sharey=True)
+    paper = paper_table()
+    names = {"ngram": "(n+1)-gram, KenLM", "nnn": "n-NN"}
+    for ax, corpus in zip(axes[0], corpora_):
+        for (family, color) in zip(FAMILIES, sns.color_palette(n_colors=2)):
+            ours = df[(df["corpus"] == corpus) & (df["family"] == family)]
+            if not ours.empty:
+                ax.errorbar(ours["n"], ours["ce_nats"], yerr=ours["ce_std"], marker="o", color=color, label=f"{names[family]} (ours)")
+            theirs = paper[(paper["corpus"] == corpus) & (paper["family"] == family)]
+            ax.plot(theirs["n"], theirs["paper_ce_nats"], ls="--", marker="x", color=color, alpha=0.7, label=f"{names[family]} (paper)")
+        ax.set_xscale("log")
+        ax.set_xticks(PAPER_N, [str(n) for n in PAPER_N])
+        ax.set_title(f"{corpus}: baselines")
+        ax.set_xlabel("context length n (characters)")
+        ax.set_ylabel("test cross-entropy (nats/char)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def caption(df: pd.DataFrame) -> str:
+    parts = []
+    merged = with_paper(df)
+    for (corpus, family), sub in merged.groupby(["corpus", "family"]):
+        best = sub.loc[sub["ce_nats"].idxmin()]
+        gap = sub.dropna(subset=["paper_ce_nats"])
+        gap_text = f"; mean difference to the paper over {len(gap)} orders {(gap['ce_nats'] - gap['paper_ce_nats']).mean():+.3f} nats" if len(gap) else ""
+        parts.append(f"{corpus} {family}: best n = {int(best['n'])} at {best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char{gap_text}.")
+    return " ".join(parts)
+
+
+def build_missing(corpus_names: list[str], ns: list[int], families=FAMILIES, nnn_options: dict | None = None) -> None:
+    """Build and score every requested baseline that has no test predictions yet (cached otherwise)."""
+    from charlm import ngram, nnn
+
+    for name in corpus_names:
+        corpus = corpora.load(name)
+        for n in ns:
+            if "ngram" in families:
+                ngram.predict(corpus, n, split="test")
+            if "nnn" in families and n <= 6:
+                nnn.predict(corpus, n, split="test", **(nnn_options or {}))
+
+
+def main(argv=None) -> int:
+    parser = analysis_parser("python -m analyses.ngram", __doc__.split("\n\n")[0])
+    parser.add_argument("--n", default=",".join(map(str, PAPER_N)), help="context lengths to build and report (default %(default)s; n-NN only for n <= 6)")
+    parser.add_argument("--families", default="ngram,nnn", help="ngram, nnn or both (default %(default)s)")
+    parser.add_argument("--nnn-max-chars", type=int, default=None, help="character budget of each n-NN training (default: the full recipe)")
+    args = parser.parse_args(argv)
+    try:
+        ns = sorted({int(v) for v in args.n.split(",") if v.strip()})
+    except ValueError:
+        raise UserError(f"--n must be comma-separated integers, got '{args.n}'") from None
+    families = tuple(f for f in args.families.split(",") if f)
+    if set(families) - set(FAMILIES):
+        raise UserError(f"--families must be among {', '.join(FAMILIES)}")
+    if not args.corpus:
+        raise UserError("give --corpus NAME (baselines are built per corpus)")
+    build_missing(args.corpus, ns, families, {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else None)
+    index = index_for_args(args)
+    index = index[index["n"].isin(ns) & index["family"].isin(families)]
+    emit(compute(index, args.split), plot, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

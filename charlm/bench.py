@@ -1,0 +1,100 @@
+"""`make bench`: speed of our hand-written cells against torch's fused kernels, measured in one run.
+
+For every architecture: a model of one layer, width 256, trained for a few batches of
+100 streams x 100 steps (forward, backward, RMSProp step) with the hand-written cells (the
+ones traces come from), and the fused kernel of its family (nn.RNN, nn.GRU, nn.LSTM; the
+fused LSTM for Levy's ablations) timed in alternation with it, so the ratio is robust to the
+machine's load. Ratios above 1 mean ours is faster. The baselines add n-gram scoring speed
+and the lmplz time of the 21-gram on the War and Peace train split.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from corpora import atomic
+from corpora.errors import run_cli
+
+from .model import ARCHS, CharLM, ModelConfig
+
+FUSED_REFERENCE = {"rnn": "rnn", "gru": "gru", "lstm-gates": "rnn"}  # everything else: the fused LSTM
+
+
+def _step_timer(model: CharLM, fused: bool, ids: torch.Tensor, targets: torch.Tensor):
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=2e-3, alpha=0.95)
+
+    def step() -> float:
+        start = time.perf_counter()
+        logits, _ = model.forward_with_state(ids, fused=fused)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return time.perf_counter() - start
+
+    return step
+
+
+def bench_cells(archs=ARCHS, size: int = 256, batch: int = 100, unroll: int = 100, steps: int = 5, vocab: int = 87, layers: int = 1) -> list[dict]:
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (batch, unroll))
+    targets = torch.randint(0, vocab, (batch, unroll))
+    fused_models = {}
+    records = []
+    for arch in archs:
+        ref = FUSED_REFERENCE.get(arch, "lstm")
+        fused_models.setdefault(ref, CharLM(ModelConfig(ref, vocab, layers, size)))
+        ours = _step_timer(CharLM(ModelConfig(arch, vocab, layers, size)), False, ids, targets)
+        theirs = _step_timer(fused_models[ref], True, ids, targets)
+        ours(), theirs()  # warm-up
+        t_ours, t_fused = [], []
+        for _ in range(steps):  # alternate, so both see the same machine load
+            t_ours.append(ours())
+            t_fused.append(theirs())
+        chars = batch * unroll
+        rec = {
+            "arch": arch, "layers": layers, "size": size, "batch": batch, "unroll": unroll, "steps": steps,
+            "chars_per_s": chars / statistics.median(t_ours),
+            "fused_reference": ref,
+            "fused_chars_per_s": chars / statistics.median(t_fused),
+        }
+        rec["ratio_to_fused"] = rec["chars_per_s"] / rec["fused_chars_per_s"]
+        records.append(rec)
+    return records
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m charlm.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", type=Path, default=None, help="also write the records to this JSON file")
+    parser.add_argument("--steps", type=int, default=5, help="timed training steps per model (default %(default)s)")
+    parser.add_argument("--size", type=int, default=256, help="hidden width (default %(default)s)")
+    parser.add_argument("--archs", default=",".join(ARCHS), help="comma-separated architectures (default: all)")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the n-gram timings")
+    args = parser.parse_args(argv)
+    records = bench_cells(args.archs.split(","), size=args.size, steps=args.steps)
+    print(f"{'arch':<18}{'ours chars/s':>14}{'fused chars/s':>15}{'ratio':>8}  (fused reference; batch 100 x unroll 100, width {args.size}, torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    for r in records:
+        print(f"{r['arch']:<18}{r['chars_per_s']:>14,.0f}{r['fused_chars_per_s']:>15,.0f}{r['ratio_to_fused']:>7.2f}x  ({r['fused_reference']})")
+    if not args.no_baselines:
+        try:
+            from .ngram import benchmark as ngram_benchmark
+        except ImportError as err:
+            print(f"n-gram timings skipped: {err}")
+        else:
+            for r in ngram_benchmark():
+                records.append(r)
+                print(" ".join(f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+    if args.json:
+        atomic.write_json(args.json, records)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,361 @@
+"""Character language models of every architecture, with every internal readable.
+
+One config dataclass builds all seven architectures of the suite:
+
+    rnn               Elman S-RNN                h = tanh(W x + U h + b)
+    gru               GRU (torch / cuDNN form)   r, z, htilde = tanh(W x + r * (U h + b)), h = (1 - z) h + z htilde
+    lstm              LSTM                       i f o ctilde from x and h; c = f c + i ctilde; h = o tanh(c)
+    lstm-srnn         Levy et al. eq. 9          ctilde = W_cx x (no recurrence, no tanh)
+    lstm-srnn-out     eq. 10                     ... and h = tanh(c): no output gate
+    lstm-srnn-hidden  sec 3.1                    ... and gates read x only: the memory cell is the only recurrence
+    lstm-gates        sec 3.1                    gates removed: the S-RNN alone, at the LSTM's width
+
+Every layer has a hand-written loop that returns all its intermediates (`trace`), and the
+rnn / gru / lstm / lstm-gates layers also run torch's fused kernel for training, on the very
+same parameters (tests prove the two agree, outputs and gradients). The GRU's `z` is traced in
+the papers' convention (the weight on the candidate), which is one minus torch's `z`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from corpora.errors import UserError
+
+ARCHS = ("rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
+LSTM_FAMILY = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
+INIT_RANGE = 0.08  # Karpathy et al. sec 3.3: every parameter uniform in [-0.08, 0.08]
+
+State = list[tuple[torch.Tensor, ...]]  # per layer: (h,) or (h, c), each (B, H)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    arch: str  # one of ARCHS
+    vocab_size: int  # V: number of distinct bytes; inputs are one-hot over them
+    layers: int = 2  # stacked recurrent layers
+    size: int = 128  # hidden width H of every layer
+    dropout: float = 0.0  # dropout on the outputs of every layer (between layers and before the softmax)
+
+    def __post_init__(self):
+        if self.arch not in ARCHS:
+            raise UserError(f"unknown architecture '{self.arch}': choose one of {', '.join(ARCHS)}")
+        for field in ("vocab_size", "layers", "size"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise UserError(f"{field} must be a positive integer, got {value!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise UserError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers. forward(x, state, fused) -> (out (B, T, H), new state); trace(x, state) -> (out, state, cache)
+
+
+class ElmanLayer(nn.Module):
+    """h_t = tanh(W x_t + b_ih + U h_{t-1} + b_hh): the `rnn`, and `lstm-gates` at the LSTM's width."""
+
+    state_names = ("h",)
+
+    def __init__(self, d_in: int, size: int):
+        super().__init__()
+        self.rnn = nn.RNN(d_in, size, batch_first=True, nonlinearity="tanh")
+
+    @staticmethod
+    def n_params(d_in: int, size: int) -> int:
+        return size * (d_in + size) + 2 * size
+
+    def forward(self, x, state, fused=True):
+        if fused:
+            out, h = self.rnn(x, state[0].unsqueeze(0))
+            return out, (h.squeeze(0),)
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        r = self.rnn
+        xw = F.linear(x, r.weight_ih_l0, r.bias_ih_l0 + r.bias_hh_l0)  # (B, T, H)
+        (h,) = state
+        hs = []
+        for xw_t in xw.unbind(1):
+            h = torch.tanh(torch.addmm(xw_t, h, r.weight_hh_l0.t()))
+            hs.append(h)
+        out = torch.stack(hs, 1)  # (B, T, H)
+        return out, (h,), {"h": out}
+
+
+class GRULayer(nn.Module):
+    """torch's GRU: r, z' = sigm(.), n = tanh(W_n x + b_in + r * (U_n h + b_hn)), h = (1 - z') n + z' h.
+
+    Traced as the papers write it: z = 1 - z' (weight on the candidate htilde = n).
+    """
+
+    state_names = ("h",)
+
+    def __init__(self, d_in: int, size: int):
+        super().__init__()
+        self.rnn = nn.GRU(d_in, size, batch_first=True)
+
+    @staticmethod
+    def n_params(d_in: int, size: int) -> int:
+        return 3 * size * (d_in + size) + 6 * size
+
+    def forward(self, x, state, fused=True):
+        if fused:
+            out, h = self.rnn(x, state[0].unsqueeze(0))
+            return out, (h.squeeze(0),)
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        r = self.rnn
+        H = r.hidden_size
+        xw = F.linear(x, r.weight_ih_l0, r.bias_ih_l0)  # (B, T, 3H)
+        (h,) = state
+        hs, rs, zs, ns = [], [], [], []
+        for xw_t in xw.unbind(1):
+            hw = torch.addmm(r.bias_hh_l0, h, r.weight_hh_l0.t())  # (B, 3H)
+            rz = torch.sigmoid(xw_t[:, : 2 * H] + hw[:, : 2 * H])
+            reset, keep_old = rz[:, :H], rz[:, H:]
+            n = torch.tanh(xw_t[:, 2 * H :] + reset * hw[:, 2 * H :])
+            h = n + keep_old * (h - n)  # (1 - z') n + z' h
+            hs.append(h)
+            if keep:
+                rs.append(reset), zs.append(1.0 - keep_old), ns.append(n)
+        out = torch.stack(hs, 1)
+        cache = {"r": torch.stack(rs, 1), "z": torch.stack(zs, 1), "htilde": torch.stack(ns, 1), "h": out} if keep else {}
+        return out, (h,), cache
+
+
+class LSTMLayer(nn.Module):
+    """torch's LSTM (gate order i, f, g, o; g is Levy's content ctilde)."""
+
+    state_names = ("h", "c")
+
+    def __init__(self, d_in: int, size: int):
+        super().__init__()
+        self.rnn = nn.LSTM(d_in, size, batch_first=True)
+
+    @staticmethod
+    def n_params(d_in: int, size: int) -> int:
+        return 4 * size * (d_in + size) + 8 * size
+
+    def forward(self, x, state, fused=True):
+        if fused:
+            h0, c0 = state
+            out, (h, c) = self.rnn(x, (h0.unsqueeze(0), c0.unsqueeze(0)))
+            return out, (h.squeeze(0), c.squeeze(0))
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        r = self.rnn
+        xw = F.linear(x, r.weight_ih_l0, r.bias_ih_l0 + r.bias_hh_l0)  # (B, T, 4H)
+        h, c = state
+        names = ("i", "f", "ctilde", "o", "c", "h")
+        steps = {k: [] for k in names}
+        for xw_t in xw.unbind(1):
+            i, f, g, o = torch.addmm(xw_t, h, r.weight_hh_l0.t()).chunk(4, 1)
+            i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+            c = f * c + i * g
+            h = o * torch.tanh(c)
+            steps["h"].append(h)
+            if keep:
+                for k, v in zip(names[:5], (i, f, g, o, c)):
+                    steps[k].append(v)
+        out = torch.stack(steps["h"], 1)
+        cache = {k: (out if k == "h" else torch.stack(steps[k], 1)) for k in ("i", "f", "o", "ctilde", "c", "h")} if keep else {}
+        return out, (h, c), cache
+
+
+class AblatedLSTMLayer(nn.Module):
+    """Levy et al.'s LSTM ablations: the content is linear in x (ctilde = W_cx x, eq. 9).
+
+    output_gate=False gives h = tanh(c) (eq. 10); gates_recurrent=False gives gates that read
+    x only (-S-RNN-HIDDEN), so the additive memory cell is the only recurrence and the whole
+    loop is element-wise.
+    """
+
+    state_names = ("h", "c")
+
+    def __init__(self, d_in: int, size: int, output_gate: bool, gates_recurrent: bool):
+        super().__init__()
+        self.size, self.output_gate, self.gates_recurrent = size, output_gate, gates_recurrent
+        n_gates = 3 if output_gate else 2  # i, f[, o]
+        self.gates_x = nn.Linear(d_in, n_gates * size)  # W_gx x + b_g
+        self.gates_h = nn.Linear(size, n_gates * size, bias=False) if gates_recurrent else None  # W_gh h
+        self.content = nn.Linear(d_in, size, bias=False)  # ctilde = W_cx x
+
+    @staticmethod
+    def n_params(d_in: int, size: int, output_gate: bool, gates_recurrent: bool) -> int:
+        n_gates = 3 if output_gate else 2
+        return n_gates * size * (d_in + 1) + (n_gates * size * size if gates_recurrent else 0) + size * d_in
+
+    def forward(self, x, state, fused=True):
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        H = self.size
+        gx = self.gates_x(x)  # (B, T, nH)
+        content = self.content(x)  # (B, T, H)
+        h, c = state
+        if self.gates_recurrent:
+            gates, cs, hs = [], [], []
+            w_h = self.gates_h.weight.t()
+            for gx_t, ct_t in zip(gx.unbind(1), content.unbind(1)):
+                g = torch.sigmoid(torch.addmm(gx_t, h, w_h))
+                c = g[:, H : 2 * H] * c + g[:, :H] * ct_t
+                h = g[:, 2 * H :] * torch.tanh(c) if self.output_gate else torch.tanh(c)
+                gates.append(g), cs.append(c), hs.append(h)
+            g_all = torch.stack(gates, 1)  # (B, T, nH)
+            c_all = torch.stack(cs, 1)
+            out = torch.stack(hs, 1)
+        else:
+            g_all = torch.sigmoid(gx)  # every gate at once: no recurrence in them
+            i_all, f_all = g_all[..., :H], g_all[..., H : 2 * H]
+            write = i_all * content  # (B, T, H)
+            cs = []
+            for f_t, w_t in zip(f_all.unbind(1), write.unbind(1)):
+                c = torch.addcmul(w_t, f_t, c)  # c = f c + i ctilde
+                cs.append(c)
+            c_all = torch.stack(cs, 1)
+            if self.output_gate:
+                out = g_all[..., 2 * H :] * torch.tanh(c_all)
+            else:
+                out = torch.tanh(c_all)
+            h = out[:, -1]
+        cache = {}
+        if keep:
+            cache = {"i": g_all[..., :H], "f": g_all[..., H : 2 * H]}
+            if self.output_gate:
+                cache["o"] = g_all[..., 2 * H :]
+            cache.update(ctilde=content, c=c_all, h=out)
+        return out, (h, c), cache
+
+
+def make_layer(arch: str, d_in: int, size: int) -> nn.Module:
+    if arch in ("rnn", "lstm-gates"):
+        return ElmanLayer(d_in, size)
+    if arch == "gru":
+        return GRULayer(d_in, size)
+    if arch == "lstm":
+        return LSTMLayer(d_in, size)
+    output_gate = arch == "lstm-srnn"
+    gates_recurrent = arch != "lstm-srnn-hidden"
+    return AblatedLSTMLayer(d_in, size, output_gate=output_gate, gates_recurrent=gates_recurrent)
+
+
+def layer_params(arch: str, d_in: int, size: int) -> int:
+    if arch in ("rnn", "lstm-gates"):
+        return ElmanLayer.n_params(d_in, size)
+    if arch == "gru":
+        return GRULayer.n_params(d_in, size)
+    if arch == "lstm":
+        return LSTMLayer.n_params(d_in, size)
+    return AblatedLSTMLayer.n_params(d_in, size, arch == "lstm-srnn", arch != "lstm-srnn-hidden")
+
+
+def count_params(config: ModelConfig) -> int:
+    """Parameter count of `build_model(config)` without building it."""
+    V, H = config.vocab_size, config.size
+    layers = sum(layer_params(config.arch, V if l == 0 else H, H) for l in range(config.layers))
+    return layers + H * V + V  # + softmax head
+
+
+def matched_size(arch: str, lstm_size: int, vocab_size: int, layers: int = 1) -> int:
+    """Width of an `arch` model whose parameter count is closest to an LSTM of width `lstm_size`.
+
+    The paper's grid (sec 4.1): the LSTM of 64/128/256/512 sets the budget and the RNN and GRU
+    widths are chosen to match it. Levy's ablations instead keep the LSTM's width.
+    """
+    target = count_params(ModelConfig("lstm", vocab_size, layers, lstm_size))
+    if arch in LSTM_FAMILY:
+        return lstm_size
+    return min(range(1, 8 * lstm_size + 1), key=lambda h: abs(count_params(ModelConfig(arch, vocab_size, layers, h)) - target))
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class CharLM(nn.Module):
+    """One-hot bytes -> stacked recurrent layers -> linear softmax head (logits over the vocabulary)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        V, H = config.vocab_size, config.size
+        self.layers = nn.ModuleList(make_layer(config.arch, V if l == 0 else H, H) for l in range(config.layers))
+        self.drop = nn.Dropout(config.dropout)
+        self.head = nn.Linear(H, V)
+        for p in self.parameters():
+            nn.init.uniform_(p, -INIT_RANGE, INIT_RANGE)
+
+    @property
+    def has_fused(self) -> bool:
+        return self.config.arch in ("rnn", "gru", "lstm", "lstm-gates")
+
+    def init_state(self, batch_size: int) -> State:
+        p = self.head.weight
+        zeros = lambda: p.new_zeros(batch_size, self.config.size)  # noqa: E731
+        return [tuple(zeros() for _ in layer.state_names) for layer in self.layers]
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        if ids.dim() != 2:
+            raise ValueError(f"ids must be a (B, T) LongTensor, got shape {tuple(ids.shape)}")
+        return F.one_hot(ids, self.config.vocab_size).to(self.head.weight.dtype)  # (B, T, V)
+
+    def forward_with_state(self, ids: torch.Tensor, state: State | None = None, fused: bool = True):
+        """(B, T) ids -> logits (B, T, V) and the state after the last step (to carry across batches)."""
+        x = self._embed(ids)
+        state = state if state is not None else self.init_state(ids.shape[0])
+        new_state = []
+        for layer, s in zip(self.layers, state):
+            x, s = layer(x, s, fused=fused and self.has_fused)
+            x = self.drop(x)  # (B, T, H)
+            new_state.append(s)
+        return self.head(x), new_state
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.forward_with_state(ids)[0]
+
+    def run_with_cache(self, ids: torch.Tensor, state: State | None = None):
+        """Hand-written cells only: logits (B, T, V), cache {'layers.{l}.{name}': (B, T, H)}, final state."""
+        x = self._embed(ids)
+        state = state if state is not None else self.init_state(ids.shape[0])
+        cache, new_state = {}, []
+        for l, (layer, s) in enumerate(zip(self.layers, state)):
+            x, s, layer_cache = layer.trace(x, s)
+            cache.update({f"layers.{l}.{k}": v for k, v in layer_cache.items()})
+            x = self.drop(x)
+            new_state.append(s)
+        return self.head(x), cache, new_state
+
+    def trace(self, ids: torch.Tensor, state: State | None = None) -> dict[str, torch.Tensor]:
+        """Every internal of every layer, named `layers.{l}.{name}`, each (B, T, H)."""
+        return self.run_with_cache(ids, state)[1]
+
+
+def build_model(config: ModelConfig) -> CharLM:
+    return CharLM(config)
+
+
+def memory_weights(i: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """Levy et al. eq. 8: w[:, j, t] = i_j * prod_{k=j+1..t} f_k for j <= t, else 0.
+
+    i, f: (B, T, H) -> w: (B, T_j, T_t, H), so that c_t = sum_j w[:, j, t] * ctilde_j when c_0 = 0.
+    For the GRU pass i = z and f = 1 - z: the weights of its weighted average of htilde.
+    """
+    B, T, H = i.shape
+    w = i.new_zeros(B, T, T, H)
+    for j in range(T):
+        w[:, j, j] = i[:, j]
+        if j + 1 < T:
+            w[:, j, j + 1 :] = i[:, j, None] * torch.cumprod(f[:, j + 1 :], dim=1)
+    return w

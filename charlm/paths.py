@@ -1,0 +1,26 @@
+"""Every artifact path, defined once. Artifacts are derived, git-ignored, and keyed by config hash."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+
+def artifacts_root() -> Path:
+    """$CHARLM_ARTIFACTS, else ./artifacts."""
+    return Path(os.environ.get("CHARLM_ARTIFACTS", "artifacts"))
+
+
+def config_hash(obj: dict, length: int = 6) -> str:
+    """Short stable hash of a plain config dict (sorted JSON)."""
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]
+
+
+def model_dir(corpus: str, model_id: str) -> Path:
+    return artifacts_root() / corpus / model_id
+
+
+def predictions_path(model_directory: Path, split: str) -> Path:
+    return Path(model_directory) / "predictions" / f"{split}.npz"

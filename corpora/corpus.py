@@ -1,0 +1,167 @@
+"""The corpus registry, byte vocabulary and contiguous splits.
+
+Models read bytes, not code points (the papers' War and Peace has 3,258,246 bytes and 87
+distinct byte values). The vocabulary is the sorted set of byte values in the corpus, and the
+splits are contiguous in file order, as in Karpathy et al. (2016) sec 4.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """What the registry knows of a corpus: where it comes from and what to verify."""
+
+    name: str
+    filename: str  # file name inside CORPORA_DIR
+    size: int  # bytes
+    sha256: str
+    split_fractions: tuple[float, float, float]  # train, val, test, contiguous in file order
+    source: str  # how to get it: a download address or a build recipe
+    url: str | None = None  # downloaded by `python -m corpora fetch NAME` when set
+
+
+REGISTRY: dict[str, CorpusSpec] = {
+    "warpeace": CorpusSpec(
+        name="warpeace",
+        filename="warpeace_input.txt",
+        size=3_258_246,
+        sha256="fb66ba999dafe24017cdd59e04c56d385a9c8466993d374fd4c6f08b2142985e",
+        split_fractions=(0.8, 0.1, 0.1),
+        source="Tolstoy, War and Peace, the file of Karpathy's char-rnn data page (Project Gutenberg ebook 2600, UTF-8 with BOM, CRLF)",
+        url="https://cs.stanford.edu/people/karpathy/char-rnn/warpeace_input.txt",
+    ),
+    "linux": CorpusSpec(
+        name="linux",
+        filename="linux_input.txt",
+        size=6_206_996,
+        sha256="a671be291a6125367f6dc61490566e0be600b7b8e1ca098d54ffeea8550e25dc",
+        split_fractions=(0.9, 0.05, 0.05),
+        source="every *.c and *.h under kernel/ of the Linux 6.1 source, paths sorted, shuffled with random.Random(0), concatenated, cut at 6,206,996 bytes",
+    ),
+}
+
+
+def corpora_dir() -> Path:
+    """Where corpus files live: $CORPORA_DIR, else the user's data folder."""
+    env = os.environ.get("CORPORA_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "charlm" / "corpora"
+
+
+@dataclass(frozen=True, eq=False)
+class Corpus:
+    """Raw bytes plus the byte vocabulary; splits are views of the encoded corpus."""
+
+    name: str
+    data: np.ndarray  # (N,) uint8, the raw bytes, never modified
+    split_fractions: tuple[float, float, float]
+
+    def __post_init__(self):
+        if self.data.size < 2:
+            raise UserError(f"corpus '{self.name}' is empty (needs at least 2 bytes)")
+        if abs(sum(self.split_fractions) - 1.0) > 1e-9 or min(self.split_fractions) < 0:
+            raise UserError(f"split fractions {self.split_fractions} must be non-negative and sum to 1")
+
+    @classmethod
+    def from_bytes(cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1)) -> "Corpus":
+        return cls(name, np.frombuffer(bytes(data), dtype=np.uint8), tuple(split_fractions))
+
+    @cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data.tobytes()).hexdigest()
+
+    @cached_property
+    def vocab(self) -> np.ndarray:
+        """(V,) uint8: the distinct byte values, sorted. Index i of a model's output is byte vocab[i]."""
+        return np.flatnonzero(np.bincount(self.data, minlength=256)).astype(np.uint8)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.vocab.size)
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        """(N,) uint8 vocabulary indices of the whole corpus."""
+        return self.encode(self.data)
+
+    def encode(self, data: bytes | np.ndarray) -> np.ndarray:
+        table = np.full(256, 255, dtype=np.uint8)
+        table[self.vocab] = np.arange(self.vocab_size, dtype=np.uint8)
+        raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else np.asarray(data, np.uint8)
+        ids = table[raw]
+        if self.vocab_size < 256 and (ids == 255).any():  # 255 is never a valid index then
+            bad = sorted(set(raw[ids == 255].tolist()))[:5]
+            raise UserError(f"bytes {bad} are not in the vocabulary of corpus '{self.name}'")
+        return ids
+
+    def decode(self, ids) -> bytes:
+        return self.vocab[np.asarray(ids, dtype=np.int64)].tobytes()
+
+    def split_bounds(self) -> dict[str, tuple[int, int]]:
+        n = self.data.size
+        train_end = int(round(n * self.split_fractions[0]))
+        val_end = int(round(n * (self.split_fractions[0] + self.split_fractions[1])))
+        return {"train": (0, train_end), "val": (train_end, val_end), "test": (val_end, n)}
+
+    def split(self, name: str) -> np.ndarray:
+        """(n,) uint8 vocabulary ids of one contiguous split."""
+        if name not in SPLITS:
+            raise UserError(f"unknown split '{name}'; choose one of {', '.join(SPLITS)}")
+        lo, hi = self.split_bounds()[name]
+        return self.ids[lo:hi]
+
+    def info(self) -> dict:
+        return {
+            "name": self.name,
+            "bytes": int(self.data.size),
+            "vocab_size": self.vocab_size,
+            "sha256": self.sha256,
+            "splits": {k: hi - lo for k, (lo, hi) in self.split_bounds().items()},
+        }
+
+
+def _read_file(path: Path, what: str) -> bytes:
+    if not path.exists():
+        raise UserError(f"{what}: {path} does not exist")
+    if path.is_dir():
+        raise UserError(f"{what}: {path} is a directory, not a corpus file")
+    data = path.read_bytes()
+    if not data:
+        raise UserError(f"{what}: {path} is empty")
+    return data
+
+
+def load(name_or_path: str, directory: str | os.PathLike | None = None) -> Corpus:
+    """Load a registered corpus by name (verified by size and sha256) or any file by path (80/10/10)."""
+    spec = REGISTRY.get(name_or_path)
+    if spec is None:
+        path = Path(name_or_path)
+        if os.sep not in name_or_path and not path.exists():
+            raise UserError(f"unknown corpus '{name_or_path}': choose one of {', '.join(REGISTRY)} or give a file path")
+        return Corpus.from_bytes(path.stem, _read_file(path, "corpus"))
+    folder = Path(directory) if directory is not None else corpora_dir()
+    path = folder / spec.filename
+    if not path.exists():
+        hint = f"`python -m corpora fetch {spec.name}`" if spec.url else f"`python -m corpora build {spec.name} --from PATH`"
+        raise UserError(f"corpus '{spec.name}' not found at {path}: set CORPORA_DIR to a folder holding {spec.filename}, or run {hint}")
+    data = _read_file(path, f"corpus '{spec.name}'")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec.sha256:
+        raise UserError(f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... ({len(data)} bytes, expected {spec.size}): the file is not the registered corpus")
+    corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions)
+    corpus.__dict__["sha256"] = digest  # already computed above
+    return corpus

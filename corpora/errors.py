@@ -1,0 +1,27 @@
+"""One kind of error for bad input, and the CLI wrapper that turns it into one line and exit 2.
+
+Every command-line entry point of the suite runs through `run_cli`, so a missing corpus, a
+corrupt checkpoint or an impossible size never ends in a traceback.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Sequence
+
+EXIT_BAD_INPUT = 2
+
+
+class UserError(Exception):
+    """Bad input from the user: printed as one line on stderr, exit code 2."""
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> int:
+    """Run `main(argv)`; a UserError becomes `error: <message>` on stderr and exit code 2."""
+    try:
+        return int(main(argv) or 0)
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted: completed artifacts are kept; rerun the same command to resume", file=sys.stderr)
+        return 130

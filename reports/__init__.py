@@ -1,0 +1,1 @@
+"""Rendering and checking of the reproducible charlm report (HTML + PDF)."""

@@ -1,0 +1,356 @@
+"""Render the charlm report: one HTML page (for browsers) and the same page printed to PDF.
+
+The analyses produce numbers, figures and captions; this module only lays them out.
+Design choices, and why:
+
+* Jinja2 with autoescape always on: corpus text (the Linux kernel source) and captions
+  contain ``<`` and ``&``; nothing the analyses produce is ever marked safe.
+* Tables are turned into lists of already-formatted strings here and drawn by one
+  template macro, so escaping, number formatting and alignment live in one place.
+* The HTML references its figures and stylesheet relatively, copied under ``out_dir``, so
+  the folder can be moved, opened offline, and printed by WeasyPrint from the same file.
+* Rendering is a pure function of the :class:`ReportContext` (the timestamp is passed in),
+  and every file is written atomically so a crashed run never leaves a half report.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import numbers
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+log = logging.getLogger(__name__)
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+STYLESHEET = "report.css"
+_ANCHOR = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+RESERVED_ANCHORS = {"corpora", "trainings", "contents", "provenance"}
+
+
+@dataclass
+class Section:
+    """One analysis: the question it answers, its figure, our numbers and the paper's."""
+
+    name: str  # analysis module name, used as the HTML anchor id
+    title: str
+    question: str
+    caption: str  # plain text; blank lines separate paragraphs
+    table: pd.DataFrame
+    figure: Path | None
+    paper_table: pd.DataFrame | None = None
+    paper_source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not _ANCHOR.fullmatch(self.name) or self.name in RESERVED_ANCHORS:
+            raise ValueError(f"section name {self.name!r} is not a usable, free anchor id")
+        if self.paper_table is not None and not self.paper_source.strip():
+            raise ValueError(f"section {self.name!r}: paper numbers need a paper_source")
+        if self.figure is not None:
+            self.figure = Path(self.figure)
+
+
+@dataclass
+class ReportContext:
+    """Everything the report shows; render output is a function of this alone."""
+
+    profile: str
+    profile_description: str
+    corpora: list[dict]  # name, bytes, vocab_size, sha256, splits {split: chars}
+    trainings: pd.DataFrame
+    total_seconds: float
+    sections: list[Section]
+    versions: dict[str, str]
+    git_revision: str
+    config_hashes: dict[str, str]
+    generated_at: str  # ISO timestamp
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.sections]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate section names: {duplicates}")
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def format_duration(seconds: float) -> str:
+    """'2 h 03 min 04 s' for long runs, '12.3 s' for short ones."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h} h {m:02d} min {s:02d} s" if h else f"{m} min {s:02d} s"
+
+
+def _is_missing(value: object) -> bool:
+    return value is None or value is pd.NA or value is pd.NaT or (
+        isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
+        and math.isnan(value)
+    )
+
+
+def _float_format(values: pd.Series) -> str:
+    """One format per column, so decimals line up: 3 decimals unless whole, huge or tiny."""
+    finite = values[values.map(lambda v: not _is_missing(v) and math.isfinite(v))].abs()
+    nonzero = finite[finite > 0]
+    if nonzero.empty or (finite % 1 == 0).all() or nonzero.min() >= 1000:
+        return ",.0f"
+    if nonzero.min() < 1e-3:
+        return ".3g"
+    return ",.3f"
+
+
+def format_cell(value: object, float_format: str = ".3f") -> str:
+    """Text of one table cell: thousands separators, yes/no, an em dash when missing."""
+    if _is_missing(value):
+        return "—"
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}"
+    if isinstance(value, numbers.Real):
+        return format(float(value), float_format) if math.isfinite(value) else str(float(value))
+    return str(value)
+
+
+# Print layouts from most to least readable: (CSS size class, landscape page, capacity in
+# characters of a full-width table row). Capacities are for DejaVu Sans (digits 0.64 em)
+# at 8.5/7/5.5 pt on the 180 mm (portrait) or 267 mm (landscape) text width of A4.
+PRINT_FITS = [("normal", False, 94), ("small", False, 114), ("small", True, 169), ("tiny", True, 215)]
+
+
+@dataclass
+class TableView:
+    """A DataFrame reduced to what the template draws: header, strings, alignment."""
+
+    columns: list[str]
+    numeric: list[bool]
+    rows: list[list[str]]
+
+    @property
+    def breakable(self) -> list[bool]:
+        """Columns holding long unbroken text (hashes, code) that may wrap anywhere.
+
+        Only these: letting every cell wrap anywhere makes browsers squeeze short
+        columns ("model", "corpus") down to one character per line.
+        """
+        return [
+            any(len(word) > 24 for row in self.rows for word in row[i].split())
+            for i in range(len(self.columns))
+        ]
+
+    @property
+    def width(self) -> int:
+        """Rough minimum width in characters: headers wrap at spaces, numbers never
+        wrap, text is counted as wrapped at 30 characters; plus cell padding."""
+        total = 0
+        for i, header in enumerate(self.columns):
+            cells = max((len(row[i]) for row in self.rows), default=0)
+            header_word = max((len(w) for w in header.split()), default=0)
+            total += 2 + max(header_word, cells if self.numeric[i] else min(30, cells))
+        return total
+
+    @property
+    def fit(self) -> tuple[str, bool]:
+        """(size class, landscape) of the most readable print layout the table fits;
+        the smallest layout when it fits none (see :attr:`overflows`)."""
+        width = self.width
+        size, landscape, _ = next((f for f in PRINT_FITS if width <= f[2]), PRINT_FITS[-1])
+        return size, landscape
+
+    @property
+    def overflows(self) -> bool:
+        """Too wide even for the smallest landscape layout (render logs a warning)."""
+        return self.width > PRINT_FITS[-1][2]
+
+
+def table_view(df: pd.DataFrame) -> TableView:
+    """Format a DataFrame; a meaningful (non-default) index becomes ordinary columns."""
+    if not isinstance(df.index, pd.RangeIndex) or any(n is not None for n in df.index.names):
+        df = df.reset_index()
+    columns = [
+        " / ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c)
+        for c in df.columns
+    ]
+    numeric, cells = [], []
+    for _, col in df.items():
+        is_num = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
+        fmt = _float_format(col) if pd.api.types.is_float_dtype(col) else ".3f"
+        numeric.append(is_num)
+        cells.append([format_cell(v, fmt) for v in col.tolist()])
+    return TableView(columns, numeric, [list(r) for r in zip(*cells)] if cells else [])
+
+
+# --------------------------------------------------------------------------- writing
+
+
+@contextmanager
+def _atomic_path(target: Path) -> Iterator[Path]:
+    """Yield a temp path next to ``target``; it replaces ``target`` only on success."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _atomic_copy(src: Path, dst: Path) -> None:
+    with _atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+
+
+def _place_figure(section: Section, out_dir: Path) -> str | None:
+    """Relative URL of the section's figure, copying it under out_dir/figures if needed."""
+    if section.figure is None:
+        return None
+    src = section.figure.resolve()
+    if not src.is_file():
+        raise FileNotFoundError(f"section {section.name!r}: figure {src} does not exist")
+    if src.is_relative_to(out_dir):
+        return src.relative_to(out_dir).as_posix()
+    dst = out_dir / "figures" / f"{section.name}{src.suffix.lower()}"
+    _atomic_copy(src, dst)
+    return dst.relative_to(out_dir).as_posix()
+
+
+@dataclass
+class _SectionView:
+    """A section as the template needs it: formatted tables, figure URL, page layout."""
+
+    section: Section
+    figure: str | None
+    ours: TableView
+    paper: TableView | None
+
+    @property
+    def landscape(self) -> bool:
+        """Printed on landscape pages when a table is too wide for portrait A4."""
+        return any(t.fit[1] for t in (self.ours, self.paper) if t is not None)
+
+    @property
+    def side_by_side(self) -> bool:
+        """Paper's numbers beside ours when each fits half a portrait row, else below."""
+        half = PRINT_FITS[0][2] // 2 - 2  # minus the gap between the two
+        return self.paper is not None and max(self.ours.width, self.paper.width) <= half
+
+
+def _section_view(section: Section, out_dir: Path) -> _SectionView:
+    view = _SectionView(
+        section,
+        _place_figure(section, out_dir),
+        table_view(section.table),
+        None if section.paper_table is None else table_view(section.paper_table),
+    )
+    for label, table in (("our", view.ours), ("paper", view.paper)):
+        if table is not None and table.overflows:
+            log.warning("section %r: %s table is ~%d characters wide and will overflow A4 "
+                        "landscape in the PDF; a longer, tidier table would fit",
+                        section.name, label, table.width)
+    return view
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+@cache
+def _environment() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=True,  # always: no template may emit unescaped analysis text
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["duration"] = format_duration
+    env.filters["paragraphs"] = lambda text: [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
+    return env
+
+
+def _corpora_view(corpora: list[dict]) -> TableView:
+    """One row per corpus, one numeric column per split (union of splits, in order)."""
+    splits = list(dict.fromkeys(k for c in corpora for k in c["splits"]))
+    rows = [
+        [str(c["name"]), format_cell(c["bytes"]), format_cell(c["vocab_size"])]
+        + [format_cell(c["splits"].get(k)) for k in splits]
+        + [str(c["sha256"])]
+        for c in corpora
+    ]
+    columns = ["corpus", "bytes", "vocabulary", *(f"{k} chars" for k in splits), "sha256"]
+    return TableView(columns, [False, True, True, *(True for _ in splits), False], rows)
+
+
+def render_html(ctx: ReportContext, out_dir: Path) -> Path:
+    """Write ``out_dir/index.html`` plus its stylesheet and figures; return the HTML path."""
+    out_dir = Path(out_dir).resolve()
+    sections = [_section_view(s, out_dir) for s in ctx.sections]
+    _atomic_copy(TEMPLATES / STYLESHEET, out_dir / STYLESHEET)
+    html = _environment().get_template("report.html.j2").render(
+        ctx=ctx,
+        sections=sections,
+        corpora=_corpora_view(ctx.corpora),
+        trainings=table_view(ctx.trainings),
+        stylesheet=STYLESHEET,
+    )
+    index = out_dir / "index.html"
+    with _atomic_path(index) as tmp:
+        tmp.write_text(html, encoding="utf-8")
+    return index
+
+
+class _ErrorCollector(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def render_pdf(html_path: Path, pdf_path: Path) -> Path:
+    """Print the HTML with WeasyPrint (A4, print CSS); fail if a figure or CSS did not load.
+
+    WeasyPrint only logs missing images and stylesheets; a PDF silently lacking a
+    figure would be worse than no PDF, so those log errors are raised here.
+    """
+    from weasyprint import HTML  # heavy import (pango); only needed for the PDF
+
+    html_path, pdf_path = Path(html_path).resolve(), Path(pdf_path)
+    collector = _ErrorCollector()
+    logger = logging.getLogger("weasyprint")
+    logger.addHandler(collector)
+    try:
+        document = HTML(filename=html_path, base_url=html_path.parent.as_uri() + "/").render()
+    finally:
+        logger.removeHandler(collector)
+    if collector.messages:
+        raise RuntimeError("WeasyPrint could not render the report:\n" + "\n".join(collector.messages))
+    with _atomic_path(pdf_path) as tmp:
+        document.write_pdf(tmp)
+    return pdf_path
+
+
+def render(ctx: ReportContext, out_dir: Path) -> tuple[Path, Path]:
+    """Render ``out_dir/index.html`` and ``out_dir/report.pdf``; return both paths."""
+    html = render_html(ctx, out_dir)
+    return html, render_pdf(html, Path(out_dir) / "report.pdf")

@@ -1,0 +1,238 @@
+"""The report renders to HTML and PDF, escapes hostile text, and loads cleanly in Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import zlib
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from reports.render import (
+    ReportContext,
+    Section,
+    format_cell,
+    format_duration,
+    render,
+    render_html,
+    render_pdf,
+    table_view,
+)
+
+HOSTILE = "<script>alert(1)</script> & friends"
+LINUX = "static int __init foo(void) { if (a < b && c > d) return -EINVAL; }"
+
+
+def _figure(path: Path) -> Path:
+    fig = Figure(figsize=(6, 3.5))
+    ax = fig.subplots()
+    steps = range(1, 21)
+    ax.plot(steps, [2.5 / s**0.3 for s in steps], label="LSTM")
+    ax.plot(steps, [2.7 / s**0.25 for s in steps], label="RNN")
+    ax.set(xlabel="epoch", ylabel="validation bits per char")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def make_context(tmp: Path) -> ReportContext:
+    """A small but realistic context: three analyses, a wide table, a paper table, notes."""
+    figure = _figure(tmp / "learning_curves.png")
+    ce = pd.DataFrame(
+        {
+            "model": ["lstm-1x64", "gru-1x64", "rnn-1x64", "kenlm-5"],
+            "corpus": ["linux", "linux", "linux", "linux"],
+            "test bits/char": [2.1234, 2.2071, 2.4012, 2.6600],
+            "params": [52_000, 40_000, 14_000, float("nan")],
+        }
+    )
+    paper = pd.DataFrame(
+        {"model": ["LSTM", "GRU", "RNN"], "test cross-entropy": [1.077, 1.080, 1.157]}
+    )
+    wide = pd.DataFrame(
+        {f"n={n}": [0.5 / n, 1.0 / n, 2.0 / n] for n in range(1, 15)},
+        index=pd.Index(["lstm", "gru", "rnn"], name="model"),
+    )
+    sections = [
+        Section(
+            name="cross_entropy",
+            title="Test cross-entropy of every model",
+            question="How well does each model predict held-out characters?",
+            caption=f"LSTM beats the RNN by 0.28 bits/char.\n\nA cell says {HOSTILE}.",
+            table=ce.assign(sample=[LINUX, "ok", HOSTILE, "x" * 90]),
+            figure=figure,
+            paper_table=paper,
+            paper_source="Karpathy et al. 2016, Table 2",
+            notes=["quick profile: far fewer steps than the paper, numbers are higher."],
+        ),
+        Section(
+            name="ngram_errors",
+            title="Errors shared with n-gram models",
+            question="Which errors does the LSTM share with an n-gram model of each order?",
+            caption="Overlap shrinks with n.",
+            table=wide,
+            figure=None,
+        ),
+        Section(
+            name="gates",
+            title="Gate saturation",
+            question="How often are LSTM gates left- or right-saturated?",
+            caption="Forget gates saturate right on Linux more than on War and Peace.",
+            table=pd.DataFrame({"gate": ["input", "forget"], "left": [0.1, 0.02], "right": [0.05, 0.31]}),
+            figure=figure,
+            paper_table=pd.DataFrame({"gate": ["forget"], "right": [0.3]}),
+            paper_source="Karpathy et al. 2016, Figure 3",
+        ),
+    ]
+    trainings = pd.DataFrame(
+        {
+            "model": ["lstm-1x64", "gru-1x64", "rnn-1x64"],
+            "corpus": ["linux"] * 3,
+            "arch": ["lstm", "gru", "rnn"],
+            "layers": [1, 1, 1],
+            "size": [64, 64, 64],
+            "params": [52_000, 40_000, 14_000],
+            "chars trained": [2_000_000, 2_000_000, 2_000_000],
+            "seconds": [61.2, 55.0, 20.4],
+            "cached": [False, True, False],
+        }
+    )
+    return ReportContext(
+        profile="quick",
+        profile_description="Tiny models, few steps: checks the pipeline end to end.",
+        corpora=[
+            {
+                "name": "linux",
+                "bytes": 6_206_996,
+                "vocab_size": 101,
+                "sha256": "a" * 64,
+                "splits": {"train": 5_586_296, "valid": 310_350, "test": 310_350},
+            }
+        ],
+        trainings=trainings,
+        total_seconds=3723.4,
+        sections=sections,
+        versions={"python": "3.11.2", "torch": "2.13.0", "pandas": pd.__version__, "kenlm": "0.2.0"},
+        git_revision="0123456789abcdef0123456789abcdef01234567",
+        config_hashes={"lstm-1x64": "f" * 64, "gru-1x64": "e" * 64},
+        generated_at="2025-01-02T03:04:05+00:00",
+    )
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[ReportContext, Path, Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    ctx = make_context(tmp)
+    html, pdf = render(ctx, tmp / "out")
+    return ctx, html, pdf
+
+
+def test_html_has_sections_footer_and_relative_figures(rendered):
+    ctx, html_path, _ = rendered
+    html = html_path.read_text(encoding="utf-8")
+    for section in ctx.sections:
+        assert section.title in html
+        assert f'id="{section.name}"' in html and f'href="#{section.name}"' in html
+    assert "charlm report" in html and "Tiny models, few steps" in html
+    assert "a" * 64 in html  # corpus sha256
+    for package, version in ctx.versions.items():
+        assert re.search(rf"<th[^>]*>{package}</th><td><code>{re.escape(version)}</code>", html)
+    assert ctx.git_revision in html and "f" * 64 in html and ctx.generated_at in html
+    assert "Karpathy et al. 2016, Table 2" in html
+    assert "1 h 02 min 03 s" in html  # total time
+    assert 'href="report.css"' in html and (html_path.parent / "report.css").is_file()
+    assert 'src="figures/cross_entropy.png"' in html
+    assert (html_path.parent / "figures" / "cross_entropy.png").is_file()
+    assert "http://" not in html and "https://" not in html
+
+
+def test_hostile_text_is_escaped(rendered):
+    _, html_path, _ = rendered
+    html = html_path.read_text(encoding="utf-8")
+    assert "<script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; friends" in html
+    assert html.count("&lt;script&gt;") == 2  # once in the caption, once in a table cell
+    assert "if (a &lt; b &amp;&amp; c &gt; d)" in html
+
+
+def test_render_is_deterministic(rendered, tmp_path):
+    ctx, html_path, _ = rendered
+    again = render_html(ctx, tmp_path / "again")
+    assert again.read_bytes() == html_path.read_bytes()
+
+
+def test_pdf_has_pages(rendered):
+    _, _, pdf_path = rendered
+    data = pdf_path.read_bytes()
+    assert data.startswith(b"%PDF")
+    try:
+        from pypdf import PdfReader
+    except ImportError:
+        pages = _count_page_objects(data)
+    else:
+        pages = len(PdfReader(pdf_path).pages)
+    assert pages >= 2
+
+
+def _count_page_objects(data: bytes) -> int:
+    """Count /Type /Page objects, also inside the compressed object streams WeasyPrint writes."""
+    chunks = [data]
+    for stream in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", data, re.DOTALL):
+        try:
+            chunks.append(zlib.decompress(stream))
+        except zlib.error:
+            pass  # images, fonts with other filters: no page objects there
+    return sum(len(re.findall(rb"/Type\s*/Page\b", c)) for c in chunks)
+
+
+def test_formatting():
+    assert format_cell(1234567) == "1,234,567"
+    assert format_cell(True) == "yes" and format_cell(None) == "—"
+    assert format_cell(float("nan")) == "—"
+    assert format_cell(2.12345) == "2.123"
+    assert format_duration(12.34) == "12.3 s" and format_duration(125) == "2 min 05 s"
+    view = table_view(pd.DataFrame({"ce": [1.0771, 12345.6], "n": [1.0, float("nan")]}))
+    assert view.rows == [["1.077", "1"], ["12,345.600", "—"]] and view.numeric == [True, True]
+
+
+def test_pdf_refuses_missing_figures(tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text('<!DOCTYPE html><html><body><p>x</p><img src="figures/gone.png"></body></html>')
+    with pytest.raises(RuntimeError, match="gone.png"):
+        render_pdf(page, tmp_path / "report.pdf")
+    assert not (tmp_path / "report.pdf").exists()
+
+
+def test_paper_numbers_need_a_source():
+    with pytest.raises(ValueError, match="paper_source"):
+        Section("x", "t", "q", "c", pd.DataFrame({"a": [1]}), None, paper_table=pd.DataFrame({"a": [1]}))
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed")
+def test_chromium_console_is_clean(rendered):
+    from reports.check import check_html
+
+    _, html_path, _ = rendered
+    shot = html_path.with_name("screenshot.png")
+    assert check_html(html_path, screenshot=shot) == []
+    assert shot.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium is not installed")
+def test_chromium_check_reports_broken_pages(tmp_path):
+    from reports.check import check_html
+
+    page = tmp_path / "broken.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><link rel="stylesheet" href="gone.css"></head>'
+        '<body><img src="missing.png"><script>console.error("boom"); nope();</script></body></html>'
+    )
+    errors = check_html(page)
+    assert any("gone.css" in e for e in errors)
+    assert any("missing.png" in e for e in errors)
+    assert any("boom" in e for e in errors)
+    assert any("nope" in e for e in errors)
