@@ -26,7 +26,7 @@ def save_checkpoint(path: str | Path, model: CharLM, vocab: list[int], corpus_sh
         "format": FORMAT,
         "kind": "charlm",
         "config": model.config.to_dict(),
-        "state_dict": model.state_dict(),
+        "state_dict": {k: v.cpu() for k, v in model.state_dict().items()},
         "vocab": [int(b) for b in vocab],
         "corpus_sha256": corpus_sha256,
         **extra,

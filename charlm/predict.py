@@ -30,10 +30,11 @@ def predict_logprobs(model: CharLM, ids: np.ndarray, chunk: int = 4096, progress
     model.eval()
     inputs = torch.from_numpy(np.asarray(ids[:-1], dtype=np.int64))[None]  # (1, n-1)
     out = np.empty((inputs.shape[1], model.config.vocab_size), dtype=np.float32)
-    state = None
+    state, device = None, model.head.weight.device
+    inputs = inputs.to(device)
     for start in tqdm(range(0, inputs.shape[1], chunk), desc=desc or "predict", unit="chunk", disable=not progress):
         logits, state = model.forward_with_state(inputs[:, start : start + chunk], state)
-        out[start : start + chunk] = torch.log_softmax(logits[0], dim=-1).numpy()
+        out[start : start + chunk] = torch.log_softmax(logits[0].float(), dim=-1).cpu().numpy()
     return out
 
 

@@ -90,6 +90,15 @@ def learning_rate(config: TrainConfig, epoch: int) -> float:
     return config.lr * config.lr_decay ** max(0, epoch - config.decay_after + 1)
 
 
+def pick_device(device: str | None = None) -> torch.device:
+    """`cuda` when asked for or available (the paper profile), else the CPU (bit-reproducible resume)."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device '{device}' asked for, but torch sees no CUDA device")
+    return torch.device(device)
+
+
 @torch.no_grad()
 def evaluate(model: CharLM, ids: np.ndarray, batch_size: int, unroll: int) -> float:
     """Mean cross-entropy (nats/char) over `ids` read as `batch_size` streams, state carried."""
@@ -98,7 +107,8 @@ def evaluate(model: CharLM, ids: np.ndarray, batch_size: int, unroll: int) -> fl
     batch_size = max(1, min(batch_size, (ids.size - 1) // unroll))
     x, y = stream_windows(ids, batch_size, unroll)
     state, total = None, 0.0
-    for xb, yb in zip(torch.from_numpy(x), torch.from_numpy(y)):
+    device = model.head.weight.device
+    for xb, yb in zip(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)):
         logits, state = model.forward_with_state(xb, state)
         total += F.cross_entropy(logits.flatten(0, 1), yb.flatten(), reduction="sum").item()
     model.train(was_training)
@@ -116,7 +126,7 @@ def _state_payload(model, optimizer, carried, progress: dict) -> dict:
         "state_dict": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "rng": torch.get_rng_state(),
-        "carried": [list(s) for s in carried] if carried is not None else None,
+        "carried": [[t.cpu() for t in s] for s in carried] if carried is not None else None,
         "progress": progress,
     }
 
@@ -128,6 +138,7 @@ def train(
     progress: bool = True,
     checkpoint_every_s: float = 60.0,
     threads: int | None = None,
+    device: str | None = None,
 ) -> Path:
     """Train (or resume, or return at once if already complete); returns the model's artifact folder."""
     config.validate()
@@ -141,7 +152,8 @@ def train(
         torch.set_num_threads(threads)
 
     x_train, y_train = stream_windows(corpus.split("train"), config.batch_size, config.unroll)
-    x_train, y_train = torch.from_numpy(x_train), torch.from_numpy(y_train)
+    device = pick_device(device)
+    x_train, y_train = torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).to(device)
     val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
     steps_per_epoch = x_train.shape[0]
     chars_per_step = config.batch_size * config.unroll
@@ -151,7 +163,7 @@ def train(
     snap_at = set(snapshot_steps(config, steps_per_epoch, total_steps))
 
     torch.manual_seed(config.seed)
-    model = CharLM(config.model_config(corpus.vocab_size))
+    model = CharLM(config.model_config(corpus.vocab_size)).to(device)
     optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
     vocab = corpus.vocab.tolist()
     meta = {"model_id": model_id, "train_config": asdict(config), "corpus": corpus.name}
@@ -163,7 +175,7 @@ def train(
         model.load_state_dict(saved["state_dict"])
         optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
-        carried = [tuple(s) for s in saved["carried"]] if saved["carried"] is not None else None
+        carried = [tuple(t.to(device) for t in s) for s in saved["carried"]] if saved["carried"] is not None else None
         progress_state = saved["progress"]
     out.mkdir(parents=True, exist_ok=True)
     (out / "snapshots").mkdir(exist_ok=True)
@@ -287,13 +299,15 @@ def main(argv=None) -> int:
     )
     add_train_arguments(parser)
     parser.add_argument("--out", type=Path, default=None, help="output folder (default artifacts/<corpus>/<model id>)")
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default: cuda when available)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between resume checkpoints (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     config = config_from_args(args)
     try:
-        out = train(config, args.out, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every, threads=args.threads)
+        out = train(config, args.out, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every, threads=args.threads,
+                    device=args.device)
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_DIVERGED

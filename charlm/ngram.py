@@ -1,0 +1,433 @@
+"""KenLM character (n+1)-grams with modified Kneser-Ney: the n-gram baseline of Karpathy et al. (2016) sec 4.3.
+
+"n-gram: an unpruned (n+1)-gram language model using modified Kneser-Ney smoothing", trained with
+KenLM, for n = 1..9 and 20 (Table 2). n is the number of previous characters the model sees.
+
+    python -m charlm.ngram --corpus warpeace --n 20 --split test
+
+Every byte is one token named `x{byte:02x}` (never `<s>`, `</s>` or `<unk>`), spaces, newlines and
+carriage returns included. The train split is ONE continuous stream, written as a single line, so
+no n-gram is cut at a line end. `lmplz -o {n+1} --discount_fallback` (a character vocabulary has no
+singleton unigrams, so the modified-KN discounts of low orders cannot be estimated from
+counts-of-counts) builds the ARPA, `build_binary probing` turns it into KenLM's probing hash table,
+and the ARPA is deleted (the 21-gram's ARPA is gigabytes). Probing rather than trie: scoring full
+distributions costs up to 87 lookups per position, and probing is KenLM's fastest query structure
+(the trie is about 3x smaller but slower); both store the same probabilities unquantised.
+
+Scoring walks a split as one stream with KenLM's State API, from the null context, with no
+sentence resets, and asks for the log-probability of every vocabulary byte at every position,
+normalised over the vocabulary (the mass KenLM gives `</s>` is dropped; a byte absent from the
+train split scores as `<unk>`). Distributions are cached by KenLM's State: the state after a
+history is the longest suffix of the last n tokens that the model holds as a context, and the
+distribution depends on nothing else, so it is an exact and coarser key than the raw last n tokens
+(many 20-character contexts never occurred in training and share a short state).
+
+Artifacts: `artifacts/<corpus>/ngram-n{n}-{hash}/` with `model.probing`, `metrics.json`
+("complete": true once built), `lmplz.log`, and `predictions/<split>.npz` (see predictions.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+import corpora
+from corpora import atomic
+from corpora.errors import UserError, run_cli
+
+from . import predictions
+from .paths import artifacts_root, config_hash, predictions_path
+
+LN10 = math.log(10.0)
+DEFAULT_MAX_ORDER = 21  # `make setup` builds KenLM with KENLM_MAX_ORDER=21 (the paper's 20-gram baseline is a 21-gram)
+STRUCTURE = "probing"
+BINARY_NAME = f"model.{STRUCTURE}"
+# Everything that changes the model's probabilities goes into its hash; memory and temp dirs do not.
+KENLM_SETTINGS = {
+    "format": 1,
+    "tokens": "x%02x per byte, train split as one line",
+    "lmplz": ["--discount_fallback"],  # interpolate_unigrams at lmplz's default
+    "structure": STRUCTURE,
+}
+BENCH_POSITIONS = 20_000
+
+
+# ----------------------------------------------------------------------------- tools
+
+
+def _search_dirs() -> list[Path]:
+    return [Path(sys.executable).parent]
+
+
+def find_tool(name: str) -> Path:
+    """KenLM's `lmplz` / `build_binary`: the virtual environment's bin first, then PATH."""
+    for folder in _search_dirs():
+        candidate = folder / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise UserError(f"{name} not found (looked in {_search_dirs()[0]} and PATH): run `make setup` to build KenLM with KENLM_MAX_ORDER={DEFAULT_MAX_ORDER}")
+
+
+def _import_kenlm():
+    try:
+        import kenlm
+    except ImportError:
+        raise UserError(f"the kenlm Python module is not installed: run `make setup` to build KenLM with KENLM_MAX_ORDER={DEFAULT_MAX_ORDER}") from None
+    return kenlm
+
+
+_MAX_ORDER_RE = re.compile(r"(?:compiled to support up to|KENLM_MAX_ORDER\s*=?\s*|maximum order(?: of| is)?)\s*(\d+)", re.I)
+
+
+def max_order() -> int:
+    """The highest order KenLM supports here: $KENLM_MAX_ORDER, else 21 (what `make setup` compiles in).
+
+    A build with a lower maximum is still caught: lmplz and the Python module both refuse an order
+    above their compiled maximum, and those refusals become one UserError line naming the limit.
+    """
+    env = os.environ.get("KENLM_MAX_ORDER")
+    if env:
+        try:
+            return int(env)
+        except ValueError:
+            raise UserError(f"KENLM_MAX_ORDER must be an integer, got '{env}'") from None
+    return DEFAULT_MAX_ORDER
+
+
+def _order_error(order: int, limit: int | None) -> UserError:
+    limit_text = f"the compiled maximum {limit}" if limit else "KenLM's compiled maximum (KENLM_MAX_ORDER)"
+    return UserError(f"n-gram order {order} (n = {order - 1}) is above {limit_text}: choose n <= {(limit or DEFAULT_MAX_ORDER) - 1}, "
+                     f"or rebuild KenLM with a larger KENLM_MAX_ORDER")
+
+
+def _check_n(n: int) -> int:
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise UserError(f"n must be a positive integer (the number of previous characters), got {n!r}")
+    order = int(n) + 1
+    limit = max_order()
+    if order > limit:
+        raise _order_error(order, limit)
+    return order
+
+
+# ----------------------------------------------------------------------------- build
+
+
+def token_names(vocab: np.ndarray) -> list[str]:
+    """One KenLM word per vocabulary byte; `x` + two hex digits never clashes with <s>, </s>, <unk>."""
+    return [f"x{int(b):02x}" for b in vocab]
+
+
+def model_id(corpus: corpora.Corpus, n: int) -> str:
+    digest = config_hash({"kind": "ngram", "n": int(n), "corpus_sha256": corpus.sha256, "kenlm": KENLM_SETTINGS})
+    return f"ngram-n{n}-{digest}"
+
+
+def model_folder(corpus: corpora.Corpus, n: int) -> Path:
+    return artifacts_root() / corpus.name / model_id(corpus, n)
+
+
+def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
+    return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
+
+
+def _read_metrics(folder: Path) -> dict | None:
+    path = folder / "metrics.json"
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return metrics if metrics.get("complete") else None
+
+
+def _default_memory(tokens: int, order: int) -> str:
+    """lmplz sorting memory: enough to sort in RAM (~48 bytes per token and order), at most 30% of RAM."""
+    want = max(64 << 20, tokens * order * 48)
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        want = min(want, int(total * 0.3))
+    except (ValueError, OSError, AttributeError):
+        want = min(want, 2 << 30)
+    return f"{max(want, 64 << 20) >> 20}M"
+
+
+def _arpa_counts(arpa: Path) -> list[int]:
+    """n-gram counts per order from an ARPA header (`ngram k=count` lines)."""
+    counts = []
+    with open(arpa, "rb") as f:
+        for raw in f:
+            line = raw.strip()
+            if line.startswith(b"ngram ") and b"=" in line:
+                counts.append(int(line.split(b"=")[1]))
+            elif line.startswith(b"\\1-grams"):
+                break
+    return counts
+
+
+def _run_tool(cmd: list[str], log: Path, what: str, order: int) -> float:
+    start = time.perf_counter()
+    with open(log, "ab") as log_file:
+        log_file.write((" ".join(cmd) + "\n").encode())
+        log_file.flush()
+        proc = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        text = log.read_text(errors="replace")
+        if "KENLM_MAX_ORDER" in text or "max order" in text.lower() or "maximum order" in text.lower():
+            match = _MAX_ORDER_RE.search(text)
+            raise _order_error(order, int(match.group(1)) if match else None)
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        tail = lines[-1] if lines else "no output"
+        raise UserError(f"{what} failed for order {order} (exit {proc.returncode}): {tail[:300]} (log: {log})")
+    return seconds
+
+
+def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: str | None = None) -> Path:
+    """Build (or find cached) the (n+1)-gram of a corpus's train split; returns its artifact folder."""
+    order = _check_n(n)
+    corpus = _load_corpus(corpus)
+    final = model_folder(corpus, n)
+    if _read_metrics(final) is not None and (final / BINARY_NAME).is_file():
+        return final
+    lmplz, build_binary = find_tool("lmplz"), find_tool("build_binary")
+    train = corpus.split("train")
+    if train.size < 2:
+        raise UserError(f"the train split of '{corpus.name}' has {train.size} characters; an n-gram needs at least 2")
+    names = np.array(token_names(corpus.vocab))
+    memory = memory or os.environ.get("CHARLM_KENLM_MEMORY") or _default_memory(int(train.size), order)
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        text, arpa, binary, log = work / "train.txt", work / "model.arpa", work / BINARY_NAME, work / "lmplz.log"
+        sort_tmp = work / "sort"
+        sort_tmp.mkdir()
+        with open(text, "w", encoding="ascii") as f:  # one line: the whole train split as one stream
+            f.write(" ".join(names[train].tolist()))
+            f.write("\n")
+        if progress:
+            print(f"{final.name}: lmplz -o {order} on {train.size:,} train characters of '{corpus.name}' (-S {memory}) ...", file=sys.stderr, flush=True)
+        lmplz_s = _run_tool([str(lmplz), "-o", str(order), "--discount_fallback", "-S", memory, "-T", str(sort_tmp) + "/",
+                             "--vocab_estimate", "4096", "--text", str(text), "--arpa", str(arpa)], log, "lmplz", order)
+        text.unlink()
+        counts = _arpa_counts(arpa)
+        arpa_bytes = arpa.stat().st_size
+        if progress:
+            print(f"{final.name}: lmplz {lmplz_s:.1f} s, ARPA {arpa_bytes / 2**20:,.0f} MiB; build_binary {STRUCTURE} ...", file=sys.stderr, flush=True)
+        binary_s = _run_tool([str(build_binary), STRUCTURE, str(arpa), str(binary)], log, "build_binary", order)
+        arpa.unlink()
+        shutil.rmtree(sort_tmp, ignore_errors=True)
+        metrics = {
+            "model_id": final.name,
+            "kind": "ngram",
+            "corpus": corpus.name,
+            "corpus_sha256": corpus.sha256,
+            "n": int(n),
+            "order": order,
+            "kenlm": KENLM_SETTINGS,
+            "lmplz_memory": memory,
+            "vocab": [int(b) for b in corpus.vocab],
+            "train_tokens": int(train.size),
+            "ngram_counts": counts,
+            "lmplz_seconds": round(lmplz_s, 3),
+            "build_binary_seconds": round(binary_s, 3),
+            "build_seconds": round(lmplz_s + binary_s, 3),
+            "arpa_bytes": arpa_bytes,
+            "model_bytes": binary.stat().st_size,
+            "complete": True,
+        }
+        atomic.write_json(work / "metrics.json", metrics)
+        if final.exists():  # an incomplete leftover (a crash after the rename cannot leave one: metrics come with it)
+            shutil.rmtree(final)
+        os.replace(work, final)
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    if progress:
+        print(f"{final.name}: {metrics['model_bytes'] / 2**20:,.0f} MiB {STRUCTURE} binary, built in {metrics['build_seconds']:.1f} s", file=sys.stderr, flush=True)
+    return final
+
+
+# ----------------------------------------------------------------------------- scoring
+
+
+def load_model(folder: str | Path):
+    """The KenLM model of a built folder; a model above the module's compiled order is one UserError line."""
+    kenlm = _import_kenlm()
+    path = Path(folder) / BINARY_NAME
+    if not path.is_file():
+        raise UserError(f"n-gram model {path} does not exist: build it with `python -m charlm.ngram`")
+    try:
+        return kenlm.Model(str(path))
+    except (OSError, RuntimeError) as err:
+        message = " ".join(str(err).split())
+        match = re.search(r"has order (\d+) but KenLM was compiled to support up to (\d+)", message)
+        if match:
+            raise _order_error(int(match.group(1)), int(match.group(2))) from None
+        raise UserError(f"cannot load n-gram model {path}: {message[:300]}") from None
+
+
+def score_stream(model, ids: np.ndarray, names: list[str], progress: bool = False, desc: str = "") -> tuple[np.ndarray, np.ndarray, dict]:
+    """Read `ids` as one stream from KenLM's null context; no sentence boundaries anywhere.
+
+    Returns logp (n - 1, V) float32, row t = normalised natural-log distribution of ids[t + 1]
+    given ids[:t + 1]; raw10 (n - 1,) KenLM's own log10 score of each true next token (before
+    normalisation); and stats (positions/s, distinct states scored).
+    """
+    kenlm = _import_kenlm()
+    ids = np.asarray(ids)
+    if ids.size < 2:
+        raise UserError(f"a split of {ids.size} characters has no position to predict")
+    State, base_score = kenlm.State, model.BaseScore
+    words = list(names)
+    V, T = len(words), ids.size - 1
+    seq = ids.tolist()
+    logp = np.empty((T, V), dtype=np.float32)
+    raw10 = np.empty(T, dtype=np.float64)
+    cache: dict = {}  # KenLM State -> (normalised natural-log row float32, log-normaliser in nats)
+    scratch = State()
+    state = State()
+    model.NullContextWrite(state)
+    nxt = State()
+    base_score(state, words[seq[0]], nxt)  # the first character is context only
+    state = nxt
+    start = time.perf_counter()
+    bar = tqdm(total=T, unit="pos", unit_scale=True, desc=desc or "score", disable=not progress, dynamic_ncols=True, mininterval=1.0)
+    step = 10_000
+    for t in range(T):
+        entry = cache.get(state)
+        if entry is None:
+            row10 = np.array([base_score(state, w, scratch) for w in words], dtype=np.float64)
+            row = row10 * LN10
+            top = row.max()
+            lse = top + math.log(np.exp(row - top).sum())
+            entry = ((row - lse).astype(np.float32), lse)
+            cache[state] = entry
+        target = seq[t + 1]
+        logp[t] = entry[0]
+        nxt = State()
+        raw10[t] = base_score(state, words[target], nxt)
+        state = nxt
+        if progress and (t + 1) % step == 0:
+            bar.update(step)
+            bar.set_postfix(states=len(cache), refresh=False)
+    bar.update(T - bar.n)
+    bar.close()
+    seconds = time.perf_counter() - start
+    stats = {"positions": T, "seconds": round(seconds, 3), "positions_per_s": T / seconds if seconds > 0 else float("inf"),
+             "distinct_states": len(cache), "basescore_calls": len(cache) * V + T}
+    return logp, raw10, stats
+
+
+def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress: bool = True, memory: str | None = None) -> Path:
+    """Predictions of one split (building the model if missing); returns the .npz path (cached)."""
+    corpus = _load_corpus(corpus)
+    ids = corpus.split(split)
+    folder = build(corpus, n, progress=progress, memory=memory)
+    out = predictions_path(folder, split)
+    if out.exists():
+        return out
+    model = load_model(folder)
+    logp, _, stats = score_stream(model, ids, token_names(corpus.vocab), progress=progress, desc=f"{folder.name} {split}")
+    predictions.save(out, logp, ids[1:], folder.name)
+    metrics = _read_metrics(folder) or {}
+    metrics.setdefault("scoring", {})[split] = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in stats.items()}
+    atomic.write_json(folder / "metrics.json", metrics)
+    return out
+
+
+# ----------------------------------------------------------------------------- bench
+
+
+def benchmark(corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH_POSITIONS, progress: bool = False) -> list[dict]:
+    """`make bench`: lmplz time of the (n+1)-gram on the train split, and full-distribution scoring speed.
+
+    The lmplz time is measured when the model is built; a cached build reports the time it recorded
+    ("lmplz_cached": true). Scoring speed is measured now, from a cold cache, on the first
+    `positions` test positions. Missing KenLM or corpus gives a record with a "skipped" reason.
+    """
+    record: dict = {"baseline": "ngram", "corpus": corpus_name, "n": n, "order": n + 1}
+    try:
+        _import_kenlm()
+        find_tool("lmplz"), find_tool("build_binary")
+        corpus = corpora.load(corpus_name)
+    except UserError as err:
+        return [{**record, "skipped": str(err)}]
+    cached = _read_metrics(model_folder(corpus, n)) is not None
+    folder = build(corpus, n, progress=progress)
+    metrics = _read_metrics(folder) or {}
+    model = load_model(folder)
+    ids = corpus.split("test")[: positions + 1]
+    _, _, stats = score_stream(model, ids, token_names(corpus.vocab))
+    record.update({
+        "lmplz_seconds": float(metrics.get("lmplz_seconds", float("nan"))),
+        "build_binary_seconds": float(metrics.get("build_binary_seconds", float("nan"))),
+        "lmplz_cached": cached,
+        "model_mib": metrics.get("model_bytes", 0) / 2**20,
+        "positions": stats["positions"],
+        "positions_per_s": float(stats["positions_per_s"]),
+        "distinct_states": stats["distinct_states"],
+    })
+    return [record]
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _parse_ns(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"--n takes integers separated by commas (e.g. 20 or 1,2,3), got '{text}'") from None
+    if not values:
+        raise UserError("--n needs at least one value")
+    return values
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m charlm.ngram", description="Build KenLM character (n+1)-grams (modified Kneser-Ney), "
+                                     "score a split with full distributions, and print its cross-entropy (Karpathy et al. 2016, Table 2).")
+    parser.add_argument("--corpus", required=True, help="registered corpus (warpeace, linux) or a path to a text file")
+    parser.add_argument("--n", required=True, help="previous characters seen (the model is an (n+1)-gram); several as 1,2,3")
+    parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
+    parser.add_argument("--memory", default=None, help="lmplz -S sorting memory, e.g. 2G or 30%% (default: sized to the corpus, at most 30%% of RAM)")
+    parser.add_argument("--build-only", action="store_true", help="build the models and stop")
+    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    args = parser.parse_args(argv)
+    ns = _parse_ns(args.n)
+    for n in ns:
+        _check_n(n)
+    corpus = corpora.load(args.corpus)
+    for n in ns:
+        if args.build_only:
+            folder = build(corpus, n, progress=not args.quiet, memory=args.memory)
+            m = _read_metrics(folder)
+            print(f"{folder.name}: built in {m['build_seconds']:.1f} s (lmplz {m['lmplz_seconds']:.1f} s), {m['model_bytes'] / 2**20:,.1f} MiB -> {folder}")
+            continue
+        path = predict(corpus, n, args.split, progress=not args.quiet, memory=args.memory)
+        preds = predictions.load(path)
+        mean, std = preds.cross_entropy(args.resamples)
+        print(f"{preds.model_id}: {args.split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / predictions.LN2:.4f} +- "
+              f"{std / predictions.LN2:.4f} bits/char ({preds.targets.size:,} positions) -> {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

@@ -1,0 +1,61 @@
+"""Sweeps: the same jobs on local processes and on a real Dask LocalCluster give the same artifacts."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from charlm.checkpoint import load_payload
+from charlm.paths import predictions_path
+from charlm.predictions import load as load_predictions
+from charlm.sweep import executor, run_jobs
+from charlm.train import TrainConfig
+from reports.pipeline import train_job
+
+
+def _jobs(corpus_path, root):
+    env = {"CHARLM_ARTIFACTS": str(root)}
+    configs = [
+        TrainConfig(corpus=str(corpus_path), arch=arch, layers=1, size=8, max_chars=2000, eval_chars=800, batch_size=4, unroll=10, snapshots=2)
+        for arch in ("lstm", "lstm-srnn-hidden")
+    ]
+    return [{"config": c.__dict__, "env": env, "threads": 1} for c in configs]
+
+
+def _artifacts(dirs):
+    out = {}
+    for d in map(__import__("pathlib").Path, dirs):
+        state = load_payload(d / "checkpoint.pt")["state_dict"]
+        metrics = json.loads((d / "metrics.json").read_text())
+        out[d.name] = (state, metrics["epochs"], load_predictions(predictions_path(d, "test")).logp)
+    return out
+
+
+def test_dask_local_cluster_matches_local_processes(tmp_path, small_text_file):
+    distributed = pytest.importorskip("distributed")
+    local = run_jobs_with(None, _jobs(small_text_file, tmp_path / "local"))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        dask = run_jobs_with(cluster.scheduler_address, _jobs(small_text_file, tmp_path / "dask"))
+    a, b = _artifacts(local), _artifacts(dask)
+    assert sorted(a) == sorted(b) and len(a) == 2
+    for model_id in a:
+        state_a, curve_a, logp_a = a[model_id]
+        state_b, curve_b, logp_b = b[model_id]
+        assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
+        assert curve_a == curve_b
+        assert (logp_a == logp_b).all()
+    assert all(str(tmp_path / "dask") in d for d in dask)
+
+
+def run_jobs_with(scheduler, jobs):
+    with executor(scheduler, workers=1) as pool:
+        return run_jobs(pool, train_job, jobs, desc="test")
+
+
+def test_unreachable_scheduler_is_one_clear_error():
+    from corpora.errors import UserError
+
+    with pytest.raises(UserError, match="cannot reach the Dask scheduler"):
+        with executor("tcp://127.0.0.1:9", workers=1):
+            pass
