@@ -60,7 +60,12 @@ def load_payload(path: str | Path) -> dict:
 def load_checkpoint(path: str | Path) -> CharLM:
     """Rebuild the model of a checkpoint; `model.meta` holds vocab, corpus hash and the rest."""
     payload = load_payload(path)
-    config = ModelConfig(**payload["config"])
+    if payload.get("kind", "charlm") != "charlm":
+        raise UserError(f"checkpoint {path} is a '{payload['kind']}' checkpoint, not a charlm one")
+    try:
+        config = ModelConfig(**payload["config"])
+    except TypeError as err:
+        raise UserError(f"checkpoint {path} is not a charlm checkpoint (its config does not fit: {err})") from None
     model = CharLM(config)
     try:
         model.load_state_dict(payload["state_dict"])

@@ -54,6 +54,38 @@ class ModelConfig:
         return asdict(self)
 
 
+class LinearScan(torch.autograd.Function):
+    """c_t = f_t * c_{t-1} + w_t over time, with a hand-written backward.
+
+    The element-wise memory recurrence of `lstm-srnn-hidden` has no matrix product in it, so
+    autograd's per-step bookkeeping would dominate its cost. The backward is the same
+    recurrence run in reverse: a_t = g_t + f_{t+1} a_{t+1}, dw_t = a_t, df_t = a_t c_{t-1}.
+    Tensors are time-major inside so every step reads and writes contiguous memory.
+    """
+
+    @staticmethod
+    def forward(ctx, f: torch.Tensor, w: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
+        f_t, w_t = f.transpose(0, 1).contiguous(), w.transpose(0, 1).contiguous()  # (T, B, H)
+        c = torch.empty_like(w_t)
+        prev = c0
+        for t in range(w_t.shape[0]):
+            prev = torch.addcmul(w_t[t], f_t[t], prev, out=c[t])
+        ctx.save_for_backward(f_t, c, c0)
+        return c.transpose(0, 1)  # (B, T, H)
+
+    @staticmethod
+    def backward(ctx, grad_c: torch.Tensor):
+        f_t, c, c0 = ctx.saved_tensors
+        g = grad_c.transpose(0, 1).contiguous()  # (T, B, H)
+        a = torch.empty_like(g)
+        a[-1] = g[-1]
+        for t in range(g.shape[0] - 2, -1, -1):
+            torch.addcmul(g[t], f_t[t + 1], a[t + 1], out=a[t])
+        c_prev = torch.cat([c0.unsqueeze(0), c[:-1]], 0)
+        grad_f = (a * c_prev).transpose(0, 1)
+        return grad_f, a.transpose(0, 1), f_t[0] * a[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # Layers. forward(x, state, fused) -> (out (B, T, H), new state); trace(x, state) -> (out, state, cache)
 
@@ -220,12 +252,8 @@ class AblatedLSTMLayer(nn.Module):
         else:
             g_all = torch.sigmoid(gx)  # every gate at once: no recurrence in them
             i_all, f_all = g_all[..., :H], g_all[..., H : 2 * H]
-            write = i_all * content  # (B, T, H)
-            cs = []
-            for f_t, w_t in zip(f_all.unbind(1), write.unbind(1)):
-                c = torch.addcmul(w_t, f_t, c)  # c = f c + i ctilde
-                cs.append(c)
-            c_all = torch.stack(cs, 1)
+            c_all = LinearScan.apply(f_all, i_all * content, c)  # c_t = f_t c_{t-1} + i_t ctilde_t, (B, T, H)
+            c = c_all[:, -1]
             if self.output_gate:
                 out = g_all[..., 2 * H :] * torch.tanh(c_all)
             else:

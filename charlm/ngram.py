@@ -96,8 +96,10 @@ _MAX_ORDER_RE = re.compile(r"(?:compiled to support up to|KENLM_MAX_ORDER\s*=?\s
 def max_order() -> int:
     """The highest order KenLM supports here: $KENLM_MAX_ORDER, else 21 (what `make setup` compiles in).
 
-    A build with a lower maximum is still caught: lmplz and the Python module both refuse an order
-    above their compiled maximum, and those refusals become one UserError line naming the limit.
+    A build with a lower maximum is still caught: lmplz itself estimates any order, but
+    build_binary and the Python module refuse an order above their compiled maximum ("This model
+    has order 22 but KenLM was compiled to support up to 21"), and that refusal becomes one
+    UserError line naming the limit.
     """
     env = os.environ.get("KENLM_MAX_ORDER")
     if env:

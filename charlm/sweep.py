@@ -40,27 +40,21 @@ def executor(scheduler: str | None = None, workers: int | None = None) -> Iterat
             yield pool
 
 
-def run_jobs(
-    pool: Executor,
-    fn: Callable[..., Any],
-    jobs: Iterable[dict],
-    desc: str = "jobs",
-    on_result: Callable[[dict, Any], None] | None = None,
-) -> list[Any]:
-    """Submit fn(**job) for every job; results come back in job order. Errors propagate after all others finish."""
-    jobs = list(jobs)
-    futures = {pool.submit(fn, **job): k for k, job in enumerate(jobs)}
-    results: list[Any] = [None] * len(jobs)
+def run_jobs(pool: Executor, tasks: Iterable[Callable[[], Any]], desc: str = "jobs") -> list[Any]:
+    """Submit every task (a picklable callable, e.g. functools.partial of a top-level function).
+
+    Results come back in task order. A failing task does not stop the others (their artifacts
+    are kept); the first error is raised once all have finished.
+    """
+    tasks = list(tasks)
+    futures = {pool.submit(task): k for k, task in enumerate(tasks)}
+    results: list[Any] = [None] * len(tasks)
     errors = []
-    for future in tqdm(as_completed(futures), total=len(jobs), desc=desc, unit="job"):
-        k = futures[future]
+    for future in tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job"):
         try:
-            results[k] = future.result()
-        except Exception as err:  # keep the other jobs' artifacts; report every failure at the end
+            results[futures[future]] = future.result()
+        except Exception as err:
             errors.append(err)
-            continue
-        if on_result:
-            on_result(jobs[k], results[k])
     if errors:
         raise errors[0]
     return results

@@ -222,6 +222,9 @@ def train(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
+            if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():  # never save non-finite weights
+                raise TrainingDiverged(f"training of {model_id} diverged at step {step} (epoch {epoch + 1}): the update made weights non-finite; "
+                                       f"kept the last good state in {out}; try a lower --lr or gradient clip")
             carried = [tuple(t.detach() for t in s) for s in carried]  # truncate BPTT at the window edge
             progress_state["step"] = step = step + 1
             progress_state["epoch_loss_sum"] += loss_value

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import UserError
+
 
 def stream_windows(ids: np.ndarray, batch_size: int, unroll: int) -> tuple[np.ndarray, np.ndarray]:
     """Return inputs and targets as (n_batches, B, unroll) int64 arrays (the tail that does not fill a window is dropped)."""
     n = (ids.size - 1) // batch_size  # steps per stream
     n_batches = n // unroll
     if n_batches == 0:
-        raise ValueError(f"split of {ids.size} chars is too short for batch {batch_size} x unroll {unroll}")
+        raise UserError(f"split of {ids.size} chars is too short for batch {batch_size} x unroll {unroll}")
     steps = n_batches * unroll
     x = ids[: batch_size * n].reshape(batch_size, n)[:, :steps]
     y = ids[1 : batch_size * n + 1].reshape(batch_size, n)[:, :steps]

@@ -16,6 +16,7 @@ import platform
 import subprocess
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -83,7 +84,7 @@ def train_job(config: dict, env: dict, threads: int) -> str:
     from charlm.train import train
 
     out = train(TrainConfig(**config), threads=threads)
-    predict_split(out / "checkpoint.pt", "test", progress=False)
+    predict_split(out / "checkpoint.pt", "test", progress=True)
     return str(out)
 
 
@@ -179,30 +180,23 @@ def run(options: RunOptions) -> tuple[Path, Path]:
             if _complete(directory):
                 cached_dirs.append(str(directory))
             else:
-                train_jobs.append({"config": config.__dict__, "env": env, "threads": threads})
+                train_jobs.append(partial(train_job, config.__dict__, env, threads))
     base = profile.baselines
     nnn_options = {k: v for k, v in {"hidden_grid": base.get("nnn_hidden"), "max_chars": base.get("nnn_max_chars")}.items() if v}
-    ngram_jobs = [{"corpus": arg, "n": n, "env": env, "threads": threads} for arg in loaded for n in base.get("ngram_n", [])]
-    nnn_jobs = [{"corpus": arg, "n": n, "options": nnn_options, "env": env, "threads": threads} for arg in loaded for n in base.get("nnn_n", [])]
-    n_neural = len(train_jobs) + len(cached_dirs)
-    say(f"plan: {n_neural} neural models ({len(cached_dirs)} cached, {len(train_jobs)} to train), "
-        f"{len(ngram_jobs)} n-grams, {len(nnn_jobs)} n-NNs (cached ones return at once); "
-        f"analyses {', '.join(profile.analyses)}; {workers} worker(s) x {threads} thread(s)"
-        + (f" on Dask at {options.scheduler or os.environ.get('DASK_SCHEDULER')}" if options.scheduler or os.environ.get("DASK_SCHEDULER") else ""))
+    # Longest first (high-order n-grams, then neural nets), so the pool's workers finish together.
+    ngram_jobs = [partial(ngram_job, arg, n, env, threads) for n in sorted(base.get("ngram_n", []), reverse=True) for arg in loaded]
+    nnn_jobs = [partial(nnn_job, arg, n, nnn_options, env, threads) for arg in loaded for n in base.get("nnn_n", [])]
+    scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
+    say(f"plan: {len(train_jobs) + len(cached_dirs)} neural models ({len(cached_dirs)} cached, {len(train_jobs)} to train), "
+        f"{len(ngram_jobs)} n-grams, {len(nnn_jobs)} n-NNs (cached ones return at once); analyses {', '.join(profile.analyses)}; "
+        + (f"on the Dask cluster at {scheduler}" if scheduler else f"{workers} local worker(s) x {threads} thread(s)"))
     for job in train_jobs:
-        c = job["config"]
+        c = job.args[0]
         say(f"  will train {c['arch']} L{c['layers']} H{c['size']} seed {c['seed']} on {c['corpus']}")
 
     dirs = list(cached_dirs)
     with executor(options.scheduler, workers) as pool:
-        if train_jobs:
-            dirs += run_jobs(pool, train_job, train_jobs, desc="train")
-        if ngram_jobs:
-            say(f"n-gram baselines: n = {base['ngram_n']}")
-            dirs += run_jobs(pool, ngram_job, ngram_jobs, desc="n-gram")
-        if nnn_jobs:
-            say(f"n-NN baselines: n = {base['nnn_n']}")
-            dirs += run_jobs(pool, nnn_job, nnn_jobs, desc="n-NN")
+        dirs += run_jobs(pool, ngram_jobs[: len(loaded)] + train_jobs + ngram_jobs[len(loaded):] + nnn_jobs, desc="train and score")
 
     index = pd.concat([common.model_index(None, c.name) for c in loaded.values()], ignore_index=True)
     index = index[index["dir"].map(lambda d: str(Path(d).resolve())).isin({str(Path(d).resolve()) for d in dirs})].reset_index(drop=True)

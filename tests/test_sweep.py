@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 import torch
@@ -20,7 +21,7 @@ def _jobs(corpus_path, root):
         TrainConfig(corpus=str(corpus_path), arch=arch, layers=1, size=8, max_chars=2000, eval_chars=800, batch_size=4, unroll=10, snapshots=2)
         for arch in ("lstm", "lstm-srnn-hidden")
     ]
-    return [{"config": c.__dict__, "env": env, "threads": 1} for c in configs]
+    return [partial(train_job, c.__dict__, env, 1) for c in configs]
 
 
 def _artifacts(dirs):
@@ -50,7 +51,7 @@ def test_dask_local_cluster_matches_local_processes(tmp_path, small_text_file):
 
 def run_jobs_with(scheduler, jobs):
     with executor(scheduler, workers=1) as pool:
-        return run_jobs(pool, train_job, jobs, desc="test")
+        return run_jobs(pool, jobs, desc="test")
 
 
 def test_unreachable_scheduler_is_one_clear_error():

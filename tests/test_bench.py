@@ -1,0 +1,60 @@
+"""Bench: one record per architecture, positive finite speeds and ratios; the CLI writes them as JSON."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from charlm import ARCHS
+from charlm import bench
+from charlm.bench import bench_cells
+from corpora.errors import UserError, run_cli
+
+from conftest import REPO, cli_env
+
+KEYS = {"arch", "chars_per_s", "ratio_to_fused"}
+
+
+def _check(records, archs):
+    assert [r["arch"] for r in records] == list(archs)
+    for r in records:
+        assert KEYS <= set(r)
+        for key in ("chars_per_s", "fused_chars_per_s", "ratio_to_fused"):
+            assert isinstance(r[key], float) and math.isfinite(r[key]) and r[key] > 0, (r["arch"], key, r[key])
+        assert r["ratio_to_fused"] == pytest.approx(r["chars_per_s"] / r["fused_chars_per_s"])
+
+
+def test_bench_cells_one_record_per_arch():
+    records = bench_cells(size=8, batch=4, unroll=8, steps=2, vocab=11)
+    _check(records, ARCHS)
+    for r in records:
+        assert (r["size"], r["batch"], r["unroll"], r["steps"], r["layers"]) == (8, 4, 8, 2, 1)
+    assert {r["arch"]: r["fused_reference"] for r in records}["gru"] == "gru"
+
+
+def test_bench_unknown_arch_is_a_user_error():
+    with pytest.raises(UserError):
+        bench_cells(archs=["lstm", "transformer"], size=8, batch=2, unroll=4, steps=1, vocab=5)
+
+
+def test_bench_cli_writes_json(tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "charlm.bench", "--json", str(out), "--no-baselines", "--size", "16", "--steps", "1"],
+                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(out.read_text())
+    assert isinstance(records, list)
+    _check(records, ARCHS)
+    assert all(r["size"] == 16 and r["steps"] == 1 for r in records)
+    for arch in ARCHS:
+        assert arch in proc.stdout
+
+
+def test_bench_cli_bad_arch(tmp_path, capsys):
+    code = run_cli(bench.main, ["--archs", "nope,lstm", "--no-baselines", "--size", "8", "--steps", "1", "--json", str(tmp_path / "b.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "unknown architecture" in err[0], err
+    assert not (tmp_path / "b.json").exists()

@@ -1,0 +1,235 @@
+"""KenLM character n-grams: full distributions that sum to one, stream scores equal to KenLM's own, the
+right order on a Markov chain of known order, the Predictions contract, caching, and one-line errors.
+
+Tests that need KenLM skip without the `kenlm` module or `lmplz`; `make setup` builds both (CI has them).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from charlm import ngram, predictions
+from corpora import Corpus
+from corpora.errors import UserError, run_cli
+
+SYMBOLS = b"ab \r\n"  # whitespace, CR and newline are tokens like any other byte
+
+
+@pytest.fixture(autouse=True)
+def _artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    monkeypatch.delenv("KENLM_MAX_ORDER", raising=False)
+
+
+@pytest.fixture
+def kenlm():
+    module = pytest.importorskip("kenlm")
+    try:
+        ngram.find_tool("lmplz"), ngram.find_tool("build_binary")
+    except UserError as err:
+        pytest.skip(str(err))
+    return module
+
+
+def markov_corpus(order: int, length: int, seed: int = 0, alpha: float = 0.7) -> tuple[Corpus, np.ndarray, np.ndarray]:
+    """A sequence from a random Markov chain of the given order over SYMBOLS; returns corpus, ids, P."""
+    k = len(SYMBOLS)
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.full(k, alpha), size=k**order)  # row = context (x_{t-order}, ..., x_{t-1}) in base k
+    cum = P.cumsum(1)
+    x = np.empty(length, dtype=np.int64)
+    x[:order] = rng.integers(0, k, order)
+    u = rng.random(length)
+    ctx = 0
+    for t in range(order):
+        ctx = ctx * k + x[t]
+    for t in range(order, length):
+        x[t] = min(int(np.searchsorted(cum[ctx], u[t])), k - 1)
+        ctx = (ctx * k + x[t]) % k**order
+    data = np.frombuffer(SYMBOLS, dtype=np.uint8)[x].tobytes()
+    return Corpus.from_bytes(f"markov{order}", data), x, P
+
+
+def small_corpus(length: int = 4000) -> Corpus:
+    return markov_corpus(2, length, seed=1)[0]
+
+
+# ----------------------------------------------------------------------------- without KenLM
+
+
+def test_token_names_are_safe_and_distinct():
+    names = ngram.token_names(np.arange(256, dtype=np.uint8))
+    assert len(set(names)) == 256
+    assert not {"<s>", "</s>", "<unk>"} & set(names)
+    assert all(name.isascii() and name.isalnum() for name in names)
+
+
+def _one_line(err: UserError) -> str:
+    text = str(err)
+    assert "\n" not in text
+    return text
+
+
+def test_missing_lmplz_is_one_clear_line(tmp_path, monkeypatch):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setattr(ngram.sys, "executable", str(empty / "python"))
+    monkeypatch.setenv("PATH", str(empty))
+    with pytest.raises(UserError) as info:
+        ngram.build(small_corpus(), 2, progress=False)
+    text = _one_line(info.value)
+    assert text.startswith("lmplz not found") and "make setup" in text
+
+
+def test_cli_missing_lmplz_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setattr(ngram.sys, "executable", str(empty / "python"))
+    monkeypatch.setenv("PATH", str(empty))
+    text = tmp_path / "tiny.txt"
+    text.write_bytes(small_corpus().data.tobytes())
+    assert run_cli(ngram.main, ["--corpus", str(text), "--n", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: lmplz not found")
+
+
+def test_order_above_the_compiled_maximum_is_one_clear_line(tmp_path, capsys):
+    with pytest.raises(UserError) as info:
+        ngram.build(small_corpus(), 21, progress=False)  # a 22-gram
+    text = _one_line(info.value)
+    assert "order 22" in text and "maximum 21" in text and "n <= 20" in text
+    with pytest.raises(UserError, match="positive integer"):
+        ngram.build(small_corpus(), 0, progress=False)
+    corpus_file = tmp_path / "tiny.txt"
+    corpus_file.write_bytes(small_corpus().data.tobytes())
+    assert run_cli(ngram.main, ["--corpus", str(corpus_file), "--n", "3,25"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "order 26" in err[0]
+    assert run_cli(ngram.main, ["--corpus", str(corpus_file), "--n", "x"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_benchmark_without_the_corpus_returns_a_skipped_record(tmp_path, monkeypatch):
+    monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "no-corpora"))
+    records = ngram.benchmark("warpeace")
+    assert len(records) == 1 and records[0]["baseline"] == "ngram" and records[0]["n"] == 20
+    assert "skipped" in records[0] and records[0]["skipped"]
+
+
+# ----------------------------------------------------------------------------- with KenLM
+
+
+def test_kenlm_refusing_an_order_above_its_maximum_is_one_clear_line(kenlm, monkeypatch):
+    # Skip our own check: lmplz estimates any order, build_binary (compiled with max 21) must refuse the 22-gram.
+    monkeypatch.setenv("KENLM_MAX_ORDER", "40")
+    with pytest.raises(UserError) as info:
+        ngram.build(small_corpus(), 21, progress=False, memory="64M")
+    text = _one_line(info.value)
+    assert "order 22" in text and "maximum 21" in text and "KENLM_MAX_ORDER" in text
+    assert not [p for p in ngram.model_folder(small_corpus(), 21).parent.iterdir() if p.name.startswith(".")]
+
+
+def test_python_module_refusing_an_order_above_its_maximum_is_one_clear_line(kenlm, tmp_path):
+    # An ARPA header is enough: KenLM checks the order before reading any n-gram.
+    header = "\\data\\\n" + "".join(f"ngram {k}=1\n" for k in range(1, 23)) + "\n"
+    (tmp_path / ngram.BINARY_NAME).write_text(header)
+    with pytest.raises(UserError) as info:
+        ngram.load_model(tmp_path)
+    text = _one_line(info.value)
+    assert "order 22" in text and "maximum 21" in text
+
+
+def test_build_is_cached_atomic_and_arpa_free(kenlm, monkeypatch):
+    corpus = small_corpus()
+    folder = ngram.build(corpus, 3, progress=False, memory="64M")
+    assert folder.name.startswith("ngram-n3-")
+    assert (folder / ngram.BINARY_NAME).is_file()
+    assert not list(folder.rglob("*.arpa")) and not (folder / "train.txt").exists()
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["complete"] is True and metrics["order"] == 4 and metrics["model_bytes"] > 0
+    assert len(metrics["ngram_counts"]) == 4 and metrics["lmplz_seconds"] >= 0
+    monkeypatch.setattr(ngram, "find_tool", lambda name: pytest.fail("rebuilt a cached model"))
+    assert ngram.build(corpus, 3, progress=False) == folder
+    assert ngram.model_folder(corpus, 4) != folder
+
+
+def test_distributions_sum_to_one_and_follow_the_contract(kenlm):
+    corpus = small_corpus()
+    path = ngram.predict(corpus, 3, split="test", progress=False, memory="64M")
+    preds = predictions.load(path)
+    test = corpus.split("test")
+    assert preds.logp.shape == (test.size - 1, corpus.vocab_size) and preds.logp.dtype == np.float32
+    np.testing.assert_array_equal(preds.targets, test[1:])
+    np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
+    assert preds.model_id == path.parent.parent.name
+    metrics = json.loads((path.parent.parent / "metrics.json").read_text())
+    assert metrics["complete"] is True and metrics["scoring"]["test"]["positions"] == test.size - 1
+
+
+def test_stream_scores_equal_kenlms_own_scores(kenlm):
+    corpus = small_corpus()
+    folder = ngram.build(corpus, 4, progress=False, memory="64M")
+    model = ngram.load_model(folder)
+    names = ngram.token_names(corpus.vocab)
+    ids = corpus.split("test")
+    logp, raw10, _ = ngram.score_stream(model, ids, names)
+    sentence = " ".join(names[i] for i in ids)
+    theirs = np.array([score for score, _, _ in model.full_scores(sentence, bos=False, eos=False)])
+    np.testing.assert_allclose(raw10, theirs[1:], atol=1e-6)  # row t scores ids[t + 1]
+    assert model.score(sentence, bos=False, eos=False) == pytest.approx(theirs.sum(), abs=1e-3)
+
+
+def test_cached_distributions_equal_direct_queries(kenlm):
+    """The State-keyed cache is exact: every vocabulary entry of a row equals a fresh KenLM query of its context."""
+    corpus = small_corpus()
+    n = 3
+    model = ngram.load_model(ngram.build(corpus, n, progress=False, memory="64M"))
+    names = ngram.token_names(corpus.vocab)
+    ids = corpus.split("val")[:400]
+    logp, _, stats = ngram.score_stream(model, ids, names)
+    assert stats["distinct_states"] < ids.size - 1  # the cache was used
+    for t in range(0, ids.size - 1, 7):
+        context = " ".join(names[i] for i in ids[max(0, t + 1 - n) : t + 1])
+        base = model.score(context, bos=False, eos=False)
+        direct = np.array([model.score(f"{context} {w}", bos=False, eos=False) - base for w in names]) * math.log(10)
+        direct -= np.logaddexp.reduce(direct)
+        np.testing.assert_allclose(logp[t], direct, atol=1e-4)
+
+
+def test_cross_entropy_falls_until_the_chain_order_then_stays_flat(kenlm):
+    k = 2
+    corpus, x, P = markov_corpus(k, 100_000, seed=3)
+    ce = {}
+    for n in (1, 2, 3, 4):
+        ce[n] = predictions.load(ngram.predict(corpus, n, progress=False, memory="64M")).nll.mean()
+    lo, hi = corpus.split_bounds()["test"]
+    test = x[lo:hi]
+    K = len(SYMBOLS)
+    ctx = test[:-2] * K + test[1:-1]
+    true_rate = -np.log(P[ctx, test[2:]]).mean()  # the chain's own cross-entropy on the same test characters
+    assert ce[1] > ce[2] + 0.05
+    assert abs(ce[3] - ce[2]) < 0.01 and abs(ce[4] - ce[2]) < 0.02
+    assert abs(ce[2] - true_rate) < 0.02
+
+
+def test_cli_prints_the_cross_entropy(kenlm, tmp_path, capsys):
+    corpus_file = tmp_path / "tiny.txt"
+    corpus_file.write_bytes(small_corpus().data.tobytes())
+    assert run_cli(ngram.main, ["--corpus", str(corpus_file), "--n", "1,2", "--quiet", "--memory", "64M"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 2 and all("test cross-entropy" in line and "bits/char" in line for line in out)
+
+
+def test_unseen_test_bytes_get_probability(kenlm):
+    """A byte that never occurs in the train split scores as <unk>: finite, and the rows still sum to one."""
+    train = markov_corpus(1, 8000, seed=5)[0].data.tobytes()
+    data = train + b"Z" * 3 + train[:2000]  # 'Z' only in val/test
+    corpus = Corpus.from_bytes("unseen", data, (0.8, 0.1, 0.1))
+    preds = predictions.load(ngram.predict(corpus, 2, progress=False, memory="64M"))
+    assert np.isfinite(preds.logp).all()
+    np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)

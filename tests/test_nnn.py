@@ -1,0 +1,166 @@
+"""The n-NN baseline: the one-hot function it claims, padding at a split's start, the Predictions contract,
+fitting a bigram, the hidden-size grid, caching, checkpoints that load with weights_only, and the CLI."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from charlm import nnn, predictions
+from corpora import Corpus
+from corpora.errors import UserError, run_cli
+
+FAST = dict(epochs=30, batch_chars=1000)  # tiny corpora: small minibatches so a few seconds see enough steps
+
+
+@pytest.fixture(autouse=True)
+def _artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    torch.set_num_threads(1)
+
+
+def markov1_corpus(length: int = 30_000, seed: int = 0) -> tuple[Corpus, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    P = rng.dirichlet(np.full(4, 0.5), size=4)
+    x = np.empty(length, dtype=np.int64)
+    x[0] = 0
+    u = rng.random(length)
+    cum = P.cumsum(1)
+    for t in range(1, length):
+        x[t] = min(int(np.searchsorted(cum[x[t - 1]], u[t])), 3)
+    return Corpus.from_bytes("toy1", np.frombuffer(b"ab \n", dtype=np.uint8)[x].tobytes()), P
+
+
+def test_embedding_sum_is_the_concatenated_one_hot_layer():
+    torch.manual_seed(0)
+    n, V, H = 3, 5, 7
+    model = nnn.NNN(n, V, H)
+    ids = np.array([4, 0, 2, 2, 1, 3, 0], dtype=np.uint8)
+    rows = nnn.context_rows(ids, n, V)
+    # Explicit form: the one-hot of n characters (latest first, a zero block where none exists), concatenated.
+    onehot = torch.zeros(rows.shape[0], n * V)
+    for t in range(rows.shape[0]):
+        for i in range(n):
+            if t - i >= 0:
+                onehot[t, i * V + int(ids[t - i])] = 1.0
+    W = model.inp.weight[: n * V].T  # (H, nV)
+    explicit = model.out(torch.tanh(onehot @ W.T + model.bias))
+    torch.testing.assert_close(model(rows), explicit)
+    assert torch.count_nonzero(model.inp.weight[model.pad]) == 0
+
+
+def test_context_rows_pad_the_start_of_a_split():
+    V, n = 4, 3
+    rows = nnn.context_rows(np.array([1, 2, 3, 0, 1], dtype=np.uint8), n, V)
+    pad = n * V
+    assert rows.tolist() == [
+        [1, pad, pad],  # predicts ids[1] from ids[0] only
+        [2, 1 + V, pad],
+        [3, 2 + V, 1 + 2 * V],
+        [0, 3 + V, 2 + 2 * V],
+    ]
+
+
+def test_init_is_uniform_in_the_recipe_range():
+    model = nnn.NNN(2, 10, 32)
+    for p in model.parameters():
+        assert float(p.detach().abs().max()) <= 0.08
+
+
+def test_one_nn_learns_the_bigram_distribution():
+    corpus, _ = markov1_corpus()
+    folder = nnn.train_nnn(corpus, 1, hidden_grid=(16,), progress=False, **FAST)
+    model = nnn.load_nnn(folder / "checkpoint.pt")
+    ids = corpus.split("train")
+    counts = np.zeros((4, 4))
+    np.add.at(counts, (ids[:-1], ids[1:]), 1)
+    empirical = counts / counts.sum(1, keepdims=True)
+    with torch.no_grad():
+        predicted = torch.softmax(model(torch.arange(4)[:, None]), -1).numpy()  # row v = previous char v at slot 0
+    assert np.abs(predicted - empirical).max() < 0.05
+
+
+def test_predictions_follow_the_contract():
+    corpus, _ = markov1_corpus(6000)
+    path = nnn.predict(corpus, 3, split="val", hidden_grid=(8,), progress=False, epochs=2, batch_chars=500)
+    preds = predictions.load(path)
+    val = corpus.split("val")
+    assert preds.logp.shape == (val.size - 1, corpus.vocab_size)
+    assert preds.logp.dtype == np.float32
+    np.testing.assert_array_equal(preds.targets, val[1:])
+    np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
+    assert preds.model_id.startswith("nnn-n3-")
+    assert nnn.predict(corpus, 3, split="val", hidden_grid=(8,), progress=False, epochs=2, batch_chars=500) == path
+
+
+def test_grid_picks_the_lowest_validation_loss_and_records_all(monkeypatch):
+    corpus, _ = markov1_corpus(8000)
+    folder = nnn.train_nnn(corpus, 2, hidden_grid=(2, 16), progress=False, epochs=3, batch_chars=500)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["complete"] is True
+    assert [g["hidden"] for g in metrics["grid"]] == [2, 16]
+    best = min(metrics["grid"], key=lambda g: g["best_val_loss"])
+    assert metrics["best_hidden"] == best["hidden"]
+    payload = torch.load(folder / "checkpoint.pt", map_location="cpu", weights_only=True)
+    assert payload["kind"] == "nnn" and payload["config"]["hidden"] == best["hidden"]
+    assert payload["corpus_sha256"] == corpus.sha256
+    # the chosen network's val loss, recomputed from its checkpoint
+    model = nnn.load_nnn(folder / "checkpoint.pt")
+    val = corpus.split("val")
+    logp = nnn.predict_logprobs(model, val)
+    recomputed = -logp[np.arange(val.size - 1), val[1:]].astype(np.float64).mean()
+    assert recomputed == pytest.approx(best["best_val_loss"], rel=1e-5)
+    # complete: a second call trains nothing
+    monkeypatch.setattr(nnn, "_train_one", lambda *a, **k: pytest.fail("retrained a cached grid"))
+    assert nnn.train_nnn(corpus, 2, hidden_grid=(2, 16), progress=False, epochs=3, batch_chars=500) == folder
+
+
+def test_a_finished_grid_member_is_reused(monkeypatch):
+    corpus, _ = markov1_corpus(4000)
+    kwargs = dict(hidden_grid=(4, 8), progress=False, epochs=1, batch_chars=500)
+    real = nnn._train_one
+    calls = []
+
+    def flaky(config, hidden, *args):
+        calls.append(hidden)
+        if hidden == 8 and calls.count(8) == 1:
+            raise KeyboardInterrupt
+        return real(config, hidden, *args)
+
+    monkeypatch.setattr(nnn, "_train_one", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        nnn.train_nnn(corpus, 1, **kwargs)
+    nnn.train_nnn(corpus, 1, **kwargs)
+    assert calls == [4, 8, 8]
+
+
+def test_character_budget_is_respected():
+    corpus, _ = markov1_corpus(8000)
+    folder = nnn.train_nnn(corpus, 1, hidden_grid=(4,), progress=False, max_chars=2500, batch_chars=1000)
+    grid = json.loads((folder / "metrics.json").read_text())["grid"][0]
+    assert grid["chars_trained"] == 3000 and grid["stopped"] == "budget"
+
+
+def test_bad_config_is_one_user_error():
+    corpus, _ = markov1_corpus(2000)
+    with pytest.raises(UserError, match="n must be a positive integer"):
+        nnn.train_nnn(corpus, 0, progress=False)
+    with pytest.raises(UserError, match="hidden sizes"):
+        nnn.train_nnn(corpus, 1, hidden_grid=(0,), progress=False)
+
+
+def test_cli_trains_scores_and_fails_in_one_line(tmp_path, capsys):
+    corpus, _ = markov1_corpus(5000)
+    text = tmp_path / "tiny.txt"
+    text.write_bytes(corpus.data.tobytes())
+    assert run_cli(nnn.main, ["--corpus", str(text), "--n", "1,2", "--hidden", "4", "--epochs", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 2 and "cross-entropy" in out[0] and out[1].startswith("nnn-n2-")
+    assert run_cli(nnn.main, ["--corpus", str(text), "--n", "1", "--hidden", "4,x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --hidden")
+    assert run_cli(nnn.main, ["--corpus", str(tmp_path / "missing.txt"), "--n", "1", "--hidden", "4"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
