@@ -102,6 +102,15 @@ def caption(df: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+def notes(df: pd.DataFrame) -> list[str]:
+    return [
+        "Levy et al. measured word-level perplexity on PTB with tuned LSTM hyperparameters; ours is character-level "
+        "cross-entropy with Karpathy et al.'s recipe. The paper's gap column is computed here from its Table 1 the same "
+        "way as ours: (model - LSTM mean) / LSTM std over seeds.",
+        "Seed std from only a few seeds is itself uncertain; a gap of a few std units is weak evidence.",
+    ]
+
+
 def main(argv=None) -> int:
     parser = analysis_parser("python -m analyses.ablations", __doc__.split("\n\n")[0])
     parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples (default %(default)s)")

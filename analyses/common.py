@@ -20,20 +20,22 @@ INDEX_COLUMNS = ["corpus", "model_id", "family", "arch", "layers", "size", "seed
 
 
 def _row(metrics: dict, directory: Path) -> dict:
-    """One index row from a metrics.json, for neural nets, n-grams and n-NNs alike."""
-    tc = metrics.get("train_config", {})
-    family = metrics.get("family") or ("neural" if tc else metrics.get("model_id", "?").split("-")[0])
+    """One index row from a metrics.json, for neural nets (charlm.train), n-grams and n-NNs alike."""
+    tc = metrics.get("train_config") or {}
+    config = metrics.get("config") or {}
+    family = "neural" if tc else metrics.get("kind", directory.name.split("-")[0])
+    best = next((g for g in metrics.get("grid", []) if g.get("hidden") == metrics.get("best_hidden")), {})
     return {
         "corpus": metrics.get("corpus") or directory.parent.name,
         "model_id": metrics.get("model_id", directory.name),
         "family": family,
         "arch": tc.get("arch", family),
         "layers": tc.get("layers"),
-        "size": tc.get("size", metrics.get("hidden")),
-        "seed": tc.get("seed", metrics.get("seed")),
-        "n": metrics.get("n"),
-        "params": metrics.get("params"),
-        "chars_trained": metrics.get("chars_trained"),
+        "size": tc.get("size", metrics.get("best_hidden")),
+        "seed": tc.get("seed", config.get("seed")),
+        "n": metrics.get("n", config.get("n")),
+        "params": metrics.get("params", best.get("params")),
+        "chars_trained": metrics.get("chars_trained", best.get("chars_trained")),
         "seconds": metrics.get("seconds", metrics.get("build_seconds")),
         "dir": str(directory),
     }

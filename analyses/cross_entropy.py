@@ -112,6 +112,19 @@ def caption(df: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+def notes(df: pd.DataFrame) -> list[str]:
+    """What a reader must know before comparing with the paper."""
+    out = []
+    budgets = sorted(df["chars_trained"].unique())
+    if budgets and budgets[-1] < 20_000_000:
+        out.append(f"These models saw {', '.join(f'{b:,}' for b in budgets)} training characters, a fraction of the paper's "
+                   "50 epochs with early stopping (about 130M characters on War and Peace): they are far from converged, so "
+                   "their cross-entropies sit well above the paper's. Compare the ordering of types, not the values.")
+    out.append("Our Linux corpus is built from the 6.1 kernel's kernel/ folder with the paper's recipe and length; the paper's "
+               "own file came from an older kernel, so Linux numbers can differ slightly even at convergence.")
+    return out
+
+
 def main(argv=None) -> int:
     parser = analysis_parser("python -m analyses.cross_entropy", __doc__.split("\n\n")[0])
     parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples (default %(default)s)")

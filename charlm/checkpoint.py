@@ -51,6 +51,8 @@ def load_payload(path: str | Path) -> dict:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, pickle.UnpicklingError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if "Weights only load failed" in first:  # torch's own text advises weights_only=False: never do that here
+            first = "it holds objects other than tensors and plain containers, which are never unpickled"
         raise UserError(f"checkpoint {path} is corrupt or not a charlm checkpoint ({first})") from None
     if not isinstance(payload, dict) or "config" not in payload or "state_dict" not in payload:
         raise UserError(f"checkpoint {path} is not a charlm checkpoint (no config/state_dict)")

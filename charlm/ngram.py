@@ -217,6 +217,7 @@ def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: s
     final.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
+        work.chmod(0o755)  # mkdtemp makes it private; the finished folder is an ordinary artifact
         text, arpa, binary, log = work / "train.txt", work / "model.arpa", work / BINARY_NAME, work / "lmplz.log"
         sort_tmp = work / "sort"
         sort_tmp.mkdir()

@@ -45,9 +45,7 @@ def bootstrap_mean(values: np.ndarray, resamples: int = 100, seed: int = 0) -> t
     """
     values = np.asarray(values, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    # Resampling positions uniformly = multinomial counts per position; cheaper than fancy indexing.
-    counts = rng.multinomial(values.size, np.full(values.size, 1.0 / values.size), size=resamples)
-    means = counts @ values / values.size
+    means = np.array([values[rng.integers(0, values.size, values.size)].mean() for _ in range(resamples)])
     return float(values.mean()), float(means.std(ddof=1))
 
 

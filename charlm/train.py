@@ -146,8 +146,12 @@ def train(
     model_id = config.model_id(corpus.sha256)
     out = Path(out_dir) if out_dir is not None else model_dir(corpus.name, model_id)
     metrics_path = out / "metrics.json"
-    if metrics_path.exists() and json.loads(metrics_path.read_text()).get("complete"):
-        return out
+    if metrics_path.exists():
+        previous = json.loads(metrics_path.read_text())
+        if previous.get("model_id") != model_id:
+            raise UserError(f"{out} holds another model ({previous.get('model_id')}); give a new --out for {model_id}")
+        if previous.get("complete"):
+            return out
     if threads:
         torch.set_num_threads(threads)
 
@@ -172,6 +176,8 @@ def train(
     state_path = out / "state.pt"
     if state_path.exists():
         saved = load_payload(state_path)
+        if saved.get("model_id") != model_id:
+            raise UserError(f"{state_path} belongs to another model ({saved.get('model_id')}); give a new --out for {model_id}")
         model.load_state_dict(saved["state_dict"])
         optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
@@ -196,7 +202,10 @@ def train(
         })
 
     def save_state():
-        save_payload(state_path, _state_payload(model, optimizer, carried, progress_state))
+        save_payload(state_path, {"model_id": model_id, **_state_payload(model, optimizer, carried, progress_state)})
+
+    def kept() -> str:
+        return f"kept the last good state in {state_path}" if state_path.exists() else "no state had been saved yet"
 
     model.train()
     started, last_save = time.perf_counter(), time.perf_counter()
@@ -217,14 +226,14 @@ def train(
             loss_value = loss.item()
             if not math.isfinite(loss_value) or loss_value > 3 * math.log(corpus.vocab_size) + 1:
                 raise TrainingDiverged(f"training of {model_id} diverged at step {step} (epoch {epoch + 1}, loss {loss_value:.3g}); "
-                                       f"kept the last good state in {out}; try a lower --lr or gradient clip")
+                                       f"{kept()}; try a lower --lr or gradient clip")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
             if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():  # never save non-finite weights
                 raise TrainingDiverged(f"training of {model_id} diverged at step {step} (epoch {epoch + 1}): the update made weights non-finite; "
-                                       f"kept the last good state in {out}; try a lower --lr or gradient clip")
+                                       f"{kept()}; try a lower --lr or gradient clip")
             carried = [tuple(t.detach() for t in s) for s in carried]  # truncate BPTT at the window edge
             progress_state["step"] = step = step + 1
             progress_state["epoch_loss_sum"] += loss_value

@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path in the target's folder; on success rename it onto `path`."""
@@ -21,6 +27,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix or path.suffix + ".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; artifacts should be as readable as any file
     try:
         yield tmp_path
         os.replace(tmp_path, path)

@@ -155,7 +155,8 @@ def run_analysis(name: str, index: pd.DataFrame, data_dir: Path) -> Section:
     table = module.with_paper(df) if hasattr(module, "with_paper") else df
     paper = None if hasattr(module, "with_paper") else module.paper_table()
     return Section(name=name, title=module.TITLE, question=module.QUESTION, caption=module.caption(df), table=table,
-                   figure=figure_path, paper_table=paper, paper_source=module.PAPER_SOURCE)
+                   figure=figure_path, paper_table=paper, paper_source=module.PAPER_SOURCE,
+                   notes=module.notes(df) if hasattr(module, "notes") else [])
 
 
 def run(options: RunOptions) -> tuple[Path, Path]:
@@ -182,7 +183,9 @@ def run(options: RunOptions) -> tuple[Path, Path]:
             else:
                 train_jobs.append(partial(train_job, config.__dict__, env, threads))
     base = profile.baselines
-    nnn_options = {k: v for k, v in {"hidden_grid": base.get("nnn_hidden"), "max_chars": base.get("nnn_max_chars")}.items() if v}
+    nnn_options = {k: base[key] for key, k in (("nnn_hidden", "hidden_grid"), ("nnn_max_chars", "max_chars"), ("nnn_batch_chars", "batch_chars")) if key in base}
+    if "hidden_grid" in nnn_options:
+        nnn_options["hidden_grid"] = tuple(nnn_options["hidden_grid"])
     # Longest first (high-order n-grams, then neural nets), so the pool's workers finish together.
     ngram_jobs = [partial(ngram_job, arg, n, env, threads) for n in sorted(base.get("ngram_n", []), reverse=True) for arg in loaded]
     nnn_jobs = [partial(nnn_job, arg, n, nnn_options, env, threads) for arg in loaded for n in base.get("nnn_n", [])]

@@ -233,3 +233,14 @@ def test_unseen_test_bytes_get_probability(kenlm):
     preds = predictions.load(ngram.predict(corpus, 2, progress=False, memory="64M"))
     assert np.isfinite(preds.logp).all()
     np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
+
+
+def test_benchmark_reports_lmplz_time_and_scoring_speed(kenlm, tmp_path):
+    corpus_file = tmp_path / "bench.txt"
+    corpus_file.write_bytes(small_corpus(6000).data.tobytes())
+    first = ngram.benchmark(str(corpus_file), n=3, positions=300)
+    assert len(first) == 1 and "skipped" not in first[0]
+    rec = first[0]
+    assert rec["baseline"] == "ngram" and rec["n"] == 3 and rec["lmplz_cached"] is False
+    assert rec["lmplz_seconds"] > 0 and rec["positions_per_s"] > 0 and rec["positions"] == 300
+    assert ngram.benchmark(str(corpus_file), n=3, positions=300)[0]["lmplz_cached"] is True

@@ -34,7 +34,7 @@ def smoke_profile():
         try:
             import charlm.ngram as ngram
 
-            ngram.find_binary("lmplz")
+            ngram.find_tool("lmplz")
         except Exception:
             profile = dataclasses.replace(profile, analyses=["cross_entropy", "ablations"], baselines={})
     return profile
