@@ -16,7 +16,7 @@ import seaborn as sns
 
 import corpora
 from charlm.predictions import LN2
-from corpora.errors import UserError, run_cli
+from corpora.errors import UserError, parse_int_list, run_cli
 
 from .common import analysis_parser, emit, index_for_args, load_predictions, style
 
@@ -133,10 +133,7 @@ def main(argv=None) -> int:
     parser.add_argument("--families", default="ngram,nnn", help="ngram, nnn or both (default %(default)s)")
     parser.add_argument("--nnn-max-chars", type=int, default=None, help="character budget of each n-NN training (default: the full recipe)")
     args = parser.parse_args(argv)
-    try:
-        ns = sorted({int(v) for v in args.n.split(",") if v.strip()})
-    except ValueError:
-        raise UserError(f"--n must be comma-separated integers, got '{args.n}'") from None
+    ns = sorted(set(parse_int_list(args.n, "--n")))
     families = tuple(f for f in args.families.split(",") if f)
     if set(families) - set(FAMILIES):
         raise UserError(f"--families must be among {', '.join(FAMILIES)}")

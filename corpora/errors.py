@@ -25,3 +25,14 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     except KeyboardInterrupt:
         print("interrupted: completed artifacts are kept; rerun the same command to resume", file=sys.stderr)
         return 130
+
+
+def parse_int_list(text: str, option: str) -> list[int]:
+    """'1,2,3' -> [1, 2, 3] for a CLI option; anything else is one clear UserError."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{option} takes integers separated by commas (e.g. 20 or 1,2,3), got '{text}'") from None
+    if not values:
+        raise UserError(f"{option} needs at least one value")
+    return values

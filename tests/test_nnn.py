@@ -19,7 +19,10 @@ FAST = dict(epochs=30, batch_chars=1000)  # tiny corpora: small minibatches so a
 @pytest.fixture(autouse=True)
 def _artifacts(tmp_path, monkeypatch):
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models: threads only add overhead on a shared machine
+    yield
+    torch.set_num_threads(threads)
 
 
 def markov1_corpus(length: int = 30_000, seed: int = 0) -> tuple[Corpus, np.ndarray]:
