@@ -73,11 +73,14 @@ def bench_cells(archs=ARCHS, size: int = 256, batch: int = 100, unroll: int = 10
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, default=None, help="also write the records to this JSON file")
-    parser.add_argument("--steps", type=int, default=5, help="timed training steps per model (default %(default)s)")
+    parser.add_argument("--steps", type=int, default=10, help="timed training steps per model (default %(default)s)")
     parser.add_argument("--size", type=int, default=256, help="hidden width (default %(default)s)")
     parser.add_argument("--archs", default=",".join(ARCHS), help="comma-separated architectures (default: all)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the n-gram timings")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     records = bench_cells(args.archs.split(","), size=args.size, steps=args.steps)
     print(f"{'arch':<18}{'ours chars/s':>14}{'fused chars/s':>15}{'ratio':>8}  (fused reference; batch 100 x unroll 100, width {args.size}, torch {torch.__version__}, {torch.get_num_threads()} threads)")
     for r in records:
