@@ -44,7 +44,7 @@ from tqdm import tqdm
 
 import corpora
 from corpora import atomic
-from corpora.errors import UserError, run_cli
+from corpora.errors import UserError, parse_int_list, run_cli
 
 from . import predictions
 from .paths import artifacts_root, config_hash, predictions_path
@@ -393,16 +393,6 @@ def benchmark(corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH
 # ----------------------------------------------------------------------------- CLI
 
 
-def _parse_ns(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UserError(f"--n takes integers separated by commas (e.g. 20 or 1,2,3), got '{text}'") from None
-    if not values:
-        raise UserError("--n needs at least one value")
-    return values
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.ngram", description="Build KenLM character (n+1)-grams (modified Kneser-Ney), "
                                      "score a split with full distributions, and print its cross-entropy (Karpathy et al. 2016, Table 2).")
@@ -414,7 +404,7 @@ def main(argv=None) -> int:
     parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     args = parser.parse_args(argv)
-    ns = _parse_ns(args.n)
+    ns = parse_int_list(args.n, "--n")
     for n in ns:
         _check_n(n)
     corpus = corpora.load(args.corpus)

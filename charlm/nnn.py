@@ -49,7 +49,7 @@ from tqdm import tqdm
 
 import corpora
 from corpora import atomic
-from corpora.errors import UserError, run_cli
+from corpora.errors import UserError, parse_int_list, run_cli
 
 from . import predictions
 from .checkpoint import load_payload, save_payload
@@ -356,16 +356,6 @@ def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress:
     return predictions.save(out, predict_logprobs(model, ids), ids[1:], model.meta.get("model_id", folder.name))
 
 
-def _parse_ints(text: str, what: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UserError(f"{what} takes integers separated by commas, got '{text}'") from None
-    if not values:
-        raise UserError(f"{what} needs at least one value")
-    return values
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.nnn", description="Train the n-NN baseline (one tanh hidden layer on the "
                                      "one-hot of the last n characters; hidden size cross-validated), score a split, print its cross-entropy.")
@@ -382,8 +372,8 @@ def main(argv=None) -> int:
     parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    ns = _parse_ints(args.n, "--n")
-    grid = tuple(_parse_ints(args.hidden, "--hidden"))
+    ns = parse_int_list(args.n, "--n")
+    grid = tuple(parse_int_list(args.hidden, "--hidden"))
     for n in ns:
         NNNConfig(args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars).validate()
     if args.threads:
