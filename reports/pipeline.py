@@ -197,6 +197,11 @@ def run(options: RunOptions) -> tuple[Path, Path]:
         c = job.args[0]
         say(f"  will train {c['arch']} L{c['layers']} H{c['size']} seed {c['seed']} on {c['corpus']}")
 
+    def completed_dirs() -> set[str]:
+        frames = [common.model_index(None, c.name) for c in loaded.values()]
+        return {str(Path(d).resolve()) for frame in frames for d in frame["dir"]}
+
+    done_before = completed_dirs()  # for the report's "cached" column: neural nets, n-grams and n-NNs alike
     dirs = list(cached_dirs)
     with executor(options.scheduler, workers) as pool:
         dirs += run_jobs(pool, ngram_jobs[: len(loaded)] + train_jobs + ngram_jobs[len(loaded):] + nnn_jobs, desc="train and score")
@@ -206,7 +211,8 @@ def run(options: RunOptions) -> tuple[Path, Path]:
     sections = [run_analysis(name, index, data_dir) for name in profile.analyses]
 
     trainings = index[["model_id", "corpus", "family", "arch", "layers", "size", "n", "params", "chars_trained", "seconds"]].copy()
-    trainings["cached"] = index["dir"].isin(cached_dirs)
+    trainings["cached"] = index["dir"].map(lambda d: str(Path(d).resolve()) in done_before)
+    trainings = trainings.sort_values(["corpus", "family", "arch", "n", "model_id"], ignore_index=True)
     hashes = {row.model_id: row.model_id.rsplit("-", 1)[-1] for row in index.itertuples()}
     ctx = ReportContext(
         profile=profile.name, profile_description=profile.description,
