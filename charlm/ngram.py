@@ -416,9 +416,7 @@ def main(argv=None) -> int:
             continue
         path = predict(corpus, n, args.split, progress=not args.quiet, memory=args.memory)
         preds = predictions.load(path)
-        mean, std = preds.cross_entropy(args.resamples)
-        print(f"{preds.model_id}: {args.split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / predictions.LN2:.4f} +- "
-              f"{std / predictions.LN2:.4f} bits/char ({preds.targets.size:,} positions) -> {path}")
+        print(f"{preds.model_id}: {preds.summary(args.split, args.resamples)} -> {path}")
     return 0
 
 

@@ -384,10 +384,8 @@ def main(argv=None) -> int:
                        epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars)
         metrics = json.loads((path.parent.parent / "metrics.json").read_text())
         preds = predictions.load(path)
-        mean, std = preds.cross_entropy(args.resamples)
         grid_text = ", ".join(f"H{r['hidden']} {r['best_val_loss']:.4f}" for r in metrics["grid"])
-        print(f"{preds.model_id}: hidden {metrics['best_hidden']} (val: {grid_text}); {args.split} cross-entropy {mean:.4f} +- {std:.4f} "
-              f"nats/char = {mean / predictions.LN2:.4f} bits/char ({preds.targets.size:,} positions) -> {path}")
+        print(f"{preds.model_id}: hidden {metrics['best_hidden']} (val: {grid_text}); {preds.summary(args.split, args.resamples)} -> {path}")
     return 0
 
 

@@ -71,9 +71,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     path = predict_split(args.checkpoint, args.split, args.out, progress=not args.quiet)
     preds = predictions.load(path)
-    mean, std = preds.cross_entropy(args.resamples)
-    print(f"{preds.model_id or args.checkpoint}: {args.split} cross-entropy {mean:.4f} +- {std:.4f} nats/char "
-          f"= {mean / predictions.LN2:.4f} +- {std / predictions.LN2:.4f} bits/char ({preds.targets.size:,} positions) -> {path}")
+    print(f"{preds.model_id or args.checkpoint}: {preds.summary(args.split, args.resamples)} -> {path}")
     return 0
 
 

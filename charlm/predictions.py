@@ -37,6 +37,12 @@ class Predictions:
     def cross_entropy(self, resamples: int = 100, seed: int = 0) -> tuple[float, float]:
         return bootstrap_mean(self.nll, resamples, seed)
 
+    def summary(self, split: str, resamples: int = 100) -> str:
+        """One line for the CLIs: cross-entropy in nats and bits per character with its bootstrap std."""
+        mean, std = self.cross_entropy(resamples)
+        return (f"{split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / LN2:.4f} +- {std / LN2:.4f} bits/char "
+                f"({self.targets.size:,} positions)")
+
 
 def bootstrap_mean(values: np.ndarray, resamples: int = 100, seed: int = 0) -> tuple[float, float]:
     """Mean of `values` and the standard deviation of the mean over `resamples` bootstrap resamples.
