@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 

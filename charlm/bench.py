@@ -10,7 +10,6 @@ and the lmplz time of the 21-gram on the War and Peace train split.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

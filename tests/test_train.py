@@ -5,7 +5,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import re
 import signal
 import subprocess
@@ -16,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import charlm.train as train_module
 from charlm import count_params, load_checkpoint
