@@ -135,7 +135,7 @@ def token_names(vocab: np.ndarray) -> list[str]:
 
 
 def model_id(corpus: corpora.Corpus, n: int) -> str:
-    digest = config_hash({"kind": "ngram", "n": int(n), "corpus_sha256": corpus.sha256, "kenlm": KENLM_SETTINGS})
+    digest = config_hash({"kind": "ngram", "n": int(n), "corpus_sha256": corpus.key, "kenlm": KENLM_SETTINGS})
     return f"ngram-n{n}-{digest}"
 
 
@@ -241,6 +241,7 @@ def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: s
             "kind": "ngram",
             "corpus": corpus.name,
             "corpus_sha256": corpus.sha256,
+            "corpus_splits": corpus.split_mode,
             "n": int(n),
             "order": order,
             "kenlm": KENLM_SETTINGS,
@@ -397,6 +398,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.ngram", description="Build KenLM character (n+1)-grams (modified Kneser-Ney), "
                                      "score a split with full distributions, and print its cross-entropy (Karpathy et al. 2016, Table 2).")
     parser.add_argument("--corpus", required=True, help="registered corpus (warpeace, linux) or a path to a text file")
+    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES, help="contiguous (default) or char-rnn's splits")
     parser.add_argument("--n", required=True, help="previous characters seen (the model is an (n+1)-gram); several as 1,2,3")
     parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
     parser.add_argument("--memory", default=None, help="lmplz -S sorting memory, e.g. 2G or 30%% (default: sized to the corpus, at most 30%% of RAM)")
@@ -407,7 +409,7 @@ def main(argv=None) -> int:
     ns = parse_int_list(args.n, "--n")
     for n in ns:
         _check_n(n)
-    corpus = corpora.load(args.corpus)
+    corpus = corpora.load(args.corpus, split_mode=args.splits)
     for n in ns:
         if args.build_only:
             folder = build(corpus, n, progress=not args.quiet, memory=args.memory)

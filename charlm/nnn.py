@@ -101,8 +101,9 @@ class NNNConfig:
         d["hidden_grid"] = list(self.hidden_grid)
         return d
 
-    def model_id(self, corpus_sha256: str) -> str:
-        return f"nnn-n{self.n}-{config_hash({**self.to_dict(), 'kind': 'nnn', 'format': FORMAT, 'corpus_sha256': corpus_sha256})}"
+    def model_id(self, corpus_key: str) -> str:
+        """`corpus_key` is `Corpus.key`: the corpus bytes and how they are split."""
+        return f"nnn-n{self.n}-{config_hash({**self.to_dict(), 'kind': 'nnn', 'format': FORMAT, 'corpus_sha256': corpus_key})}"
 
 
 class NNN(nn.Module):
@@ -298,7 +299,7 @@ def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
 
 
 def model_folder(corpus: corpora.Corpus, config: NNNConfig) -> Path:
-    return artifacts_root() / corpus.name / config.model_id(corpus.sha256)
+    return artifacts_root() / corpus.name / config.model_id(corpus.key)
 
 
 def train_nnn(corpus: str | corpora.Corpus, n: int, hidden_grid=DEFAULT_GRID, max_chars: int | None = None,
@@ -312,7 +313,7 @@ def train_nnn(corpus: str | corpora.Corpus, n: int, hidden_grid=DEFAULT_GRID, ma
         hidden_grid = (hidden_grid,)
     config = NNNConfig(corpus=corpus.name, n=n, hidden_grid=tuple(hidden_grid), seed=seed, epochs=epochs, max_chars=max_chars, **recipe)
     config.validate()
-    mid = config.model_id(corpus.sha256)
+    mid = config.model_id(corpus.key)
     out = model_folder(corpus, config)
     if _complete(out / "metrics.json") and (out / "checkpoint.pt").is_file():
         return out
@@ -360,6 +361,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.nnn", description="Train the n-NN baseline (one tanh hidden layer on the "
                                      "one-hot of the last n characters; hidden size cross-validated), score a split, print its cross-entropy.")
     parser.add_argument("--corpus", required=True, help="registered corpus (warpeace, linux) or a path to a text file")
+    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES, help="contiguous (default) or char-rnn's splits")
     parser.add_argument("--n", required=True, help="previous characters seen; several as 1,2,3")
     parser.add_argument("--hidden", default=",".join(map(str, DEFAULT_GRID)), help="hidden sizes to cross-validate (default %(default)s)")
     parser.add_argument("--max-chars", type=int, default=None, help="training-character budget per network (default: epochs only)")
@@ -378,7 +380,7 @@ def main(argv=None) -> int:
         NNNConfig(args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars).validate()
     if args.threads:
         torch.set_num_threads(args.threads)
-    corpus = corpora.load(args.corpus)
+    corpus = corpora.load(args.corpus, split_mode=args.splits)
     for n in ns:
         path = predict(corpus, n, args.split, progress=not args.quiet, hidden_grid=grid, max_chars=args.max_chars,
                        epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars)

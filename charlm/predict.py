@@ -42,7 +42,7 @@ def corpus_for(model: CharLM) -> corpora.Corpus:
     """The corpus a checkpoint was trained on, verified by its sha256."""
     meta = model.meta
     name = meta.get("corpus") or meta.get("train_config", {}).get("corpus")
-    corpus = corpora.load(meta.get("train_config", {}).get("corpus", name))
+    corpus = corpora.load(meta.get("train_config", {}).get("corpus", name), split_mode=meta.get("corpus_splits", "contiguous"))
     if corpus.sha256 != meta.get("corpus_sha256"):
         raise UserError(f"corpus '{corpus.name}' (sha256 {corpus.sha256[:12]}...) is not the one this checkpoint was trained on")
     return corpus

@@ -65,9 +65,9 @@ class TrainConfig:
     def model_config(self, vocab_size: int) -> ModelConfig:
         return ModelConfig(self.arch, vocab_size, self.layers, self.size, self.dropout)
 
-    def model_id(self, corpus_sha256: str) -> str:
-        """Readable slug plus a hash of the full config and the corpus bytes."""
-        digest = config_hash({**asdict(self), "corpus_sha256": corpus_sha256})
+    def model_id(self, corpus_key: str) -> str:
+        """Readable slug plus a hash of the full config and the corpus (`Corpus.key`: its bytes and split mode)."""
+        digest = config_hash({**asdict(self), "corpus_sha256": corpus_key})
         return f"{self.arch}-L{self.layers}-H{self.size}-s{self.seed}-{digest}"
 
     def validate(self) -> None:
@@ -143,7 +143,7 @@ def train(
     """Train (or resume, or return at once if already complete); returns the model's artifact folder."""
     config.validate()
     corpus = corpus or corpora.load(config.corpus)
-    model_id = config.model_id(corpus.sha256)
+    model_id = config.model_id(corpus.key)
     out = Path(out_dir) if out_dir is not None else model_dir(corpus.name, model_id)
     metrics_path = out / "metrics.json"
     if metrics_path.exists():
@@ -159,6 +159,8 @@ def train(
     device = pick_device(device)
     x_train, y_train = torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).to(device)
     val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
+    if val_ids.size < 2:
+        raise UserError(f"the val split of corpus '{corpus.name}' has {val_ids.size} characters: too few to validate on")
     steps_per_epoch = x_train.shape[0]
     chars_per_step = config.batch_size * config.unroll
     total_steps = config.epochs * steps_per_epoch
@@ -170,7 +172,7 @@ def train(
     model = CharLM(config.model_config(corpus.vocab_size)).to(device)
     optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
     vocab = corpus.vocab.tolist()
-    meta = {"model_id": model_id, "train_config": asdict(config), "corpus": corpus.name}
+    meta = {"model_id": model_id, "train_config": asdict(config), "corpus": corpus.name, "corpus_splits": corpus.split_mode}
     progress_state = {"step": 0, "seconds": 0.0, "epochs": [], "best_val": None, "bad_epochs": 0, "epoch_loss_sum": 0.0, "epoch_steps": 0}
     carried = None
     state_path = out / "state.pt"
@@ -292,6 +294,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="parallel streams (default %(default)s)")
     parser.add_argument("--unroll", type=int, default=defaults["unroll"], help="truncated-BPTT steps (default %(default)s)")
     parser.add_argument("--patience", type=int, default=defaults["patience"], help="early-stopping patience in epochs (default %(default)s)")
+    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES,
+                        help="contiguous splits in file order (default) or char-rnn's, which the papers trained with")
     parser.add_argument("--no-fused", action="store_true", help="train with the hand-written cells even where a fused kernel exists")
 
 
@@ -318,7 +322,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     config = config_from_args(args)
     try:
-        out = train(config, args.out, progress=not args.quiet, checkpoint_every_s=args.checkpoint_every, threads=args.threads,
+        out = train(config, args.out, corpora.load(config.corpus, split_mode=args.splits), progress=not args.quiet, checkpoint_every_s=args.checkpoint_every, threads=args.threads,
                     device=args.device)
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)

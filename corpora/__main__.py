@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .corpus import REGISTRY, corpora_dir, load
+from .corpus import REGISTRY, SPLIT_MODES, corpora_dir, load
 from .errors import run_cli
 from .sources import build, fetch
 
@@ -18,6 +18,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="size in bytes, vocabulary size, sha256 and split sizes")
     p.add_argument("name", help=f"one of {', '.join(REGISTRY)}, or a path to a text file")
+    p.add_argument("--splits", default="contiguous", choices=SPLIT_MODES, help="contiguous in file order (default) or char-rnn's interleaved splits")
     p = sub.add_parser("fetch", help="download a corpus and verify its sha256")
     p.add_argument("name", choices=sorted(n for n, s in REGISTRY.items() if s.url))
     p.add_argument("--url", help="download from this address instead of the registry's")
@@ -28,11 +29,12 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "info":
-        info = load(args.name).info()
+        info = load(args.name, split_mode=args.splits).info()
         print(f"corpus      {info['name']}")
         print(f"bytes       {info['bytes']:,}")
         print(f"vocabulary  {info['vocab_size']} symbols")
         print(f"sha256      {info['sha256']}")
+        print(f"splits      {info['split_mode']}")
         for split, n in info["splits"].items():
             print(f"{split:<11} {n:,} bytes")
     elif args.command == "fetch":

@@ -17,6 +17,8 @@ import numpy as np
 from .errors import UserError
 
 SPLITS = ("train", "val", "test")
+SPLIT_MODES = ("contiguous", "charrnn")
+CHARRNN_BATCH, CHARRNN_UNROLL = 100, 100  # the papers' char-rnn run: batch 100, sequence length 100
 
 
 @dataclass(frozen=True)
@@ -69,20 +71,28 @@ class Corpus:
     name: str
     data: np.ndarray  # (N,) uint8, the raw bytes, never modified
     split_fractions: tuple[float, float, float]
+    split_mode: str = "contiguous"  # "charrnn": the splits char-rnn made, as the papers trained (see _charrnn_split)
 
     def __post_init__(self):
+        if self.split_mode not in SPLIT_MODES:
+            raise UserError(f"unknown split mode '{self.split_mode}': choose one of {', '.join(SPLIT_MODES)}")
         if self.data.size < 2:
             raise UserError(f"corpus '{self.name}' is empty (needs at least 2 bytes)")
         if abs(sum(self.split_fractions) - 1.0) > 1e-9 or min(self.split_fractions) < 0:
             raise UserError(f"split fractions {self.split_fractions} must be non-negative and sum to 1")
 
     @classmethod
-    def from_bytes(cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1)) -> "Corpus":
-        return cls(name, np.frombuffer(bytes(data), dtype=np.uint8), tuple(split_fractions))
+    def from_bytes(cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1), split_mode: str = "contiguous") -> "Corpus":
+        return cls(name, np.frombuffer(bytes(data), dtype=np.uint8), tuple(split_fractions), split_mode)
 
     @cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.data.tobytes()).hexdigest()
+
+    @property
+    def key(self) -> str:
+        """What artifact hashes read: the bytes and how they are split (contiguous keeps the bare sha256)."""
+        return self.sha256 if self.split_mode == "contiguous" else f"{self.sha256}:{self.split_mode}"
 
     @cached_property
     def vocab(self) -> np.ndarray:
@@ -121,8 +131,27 @@ class Corpus:
         """(n,) uint8 vocabulary ids of one contiguous split."""
         if name not in SPLITS:
             raise UserError(f"unknown split '{name}'; choose one of {', '.join(SPLITS)}")
+        if self.split_mode == "charrnn":
+            return self._charrnn_split(name)
         lo, hi = self.split_bounds()[name]
         return self.ids[lo:hi]
+
+    def _charrnn_split(self, name: str) -> np.ndarray:
+        """The split of char-rnn's CharSplitLMMinibatchLoader, which the papers trained with.
+
+        The file is cut to a multiple of 100 x 100 and read as 100 rows; its batches (blocks of
+        100 columns) go in order to train (floor(n * f_train)), val (floor(n * f_val)) and test
+        (the rest). A split is thus 100 pieces spread over the whole file, concatenated row by row.
+        """
+        rows, width = CHARRNN_BATCH, CHARRNN_UNROLL
+        n_batches = self.ids.size // (rows * width)
+        if n_batches == 0:
+            raise UserError(f"corpus '{self.name}' is shorter than one char-rnn batch ({rows * width} bytes)")
+        n_train = int(n_batches * self.split_fractions[0])
+        n_val = int(n_batches * self.split_fractions[1])
+        lo, hi = {"train": (0, n_train), "val": (n_train, n_train + n_val), "test": (n_train + n_val, n_batches)}[name]
+        grid = self.ids[: n_batches * rows * width].reshape(rows, n_batches * width)
+        return np.ascontiguousarray(grid[:, lo * width : hi * width]).reshape(-1)
 
     def info(self) -> dict:
         return {
@@ -130,7 +159,8 @@ class Corpus:
             "bytes": int(self.data.size),
             "vocab_size": self.vocab_size,
             "sha256": self.sha256,
-            "splits": {k: hi - lo for k, (lo, hi) in self.split_bounds().items()},
+            "split_mode": self.split_mode,
+            "splits": {k: int(self.split(k).size) for k in SPLITS},
         }
 
 
@@ -145,14 +175,14 @@ def _read_file(path: Path, what: str) -> bytes:
     return data
 
 
-def load(name_or_path: str, directory: str | os.PathLike | None = None) -> Corpus:
+def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mode: str = "contiguous") -> Corpus:
     """Load a registered corpus by name (verified by size and sha256) or any file by path (80/10/10)."""
     spec = REGISTRY.get(name_or_path)
     if spec is None:
         path = Path(name_or_path)
         if os.sep not in name_or_path and not path.exists():
             raise UserError(f"unknown corpus '{name_or_path}': choose one of {', '.join(REGISTRY)} or give a file path")
-        return Corpus.from_bytes(path.stem, _read_file(path, "corpus"))
+        return Corpus.from_bytes(path.stem, _read_file(path, "corpus"), split_mode=split_mode)
     folder = Path(directory) if directory is not None else corpora_dir()
     path = folder / spec.filename
     if not path.exists():
@@ -162,6 +192,6 @@ def load(name_or_path: str, directory: str | os.PathLike | None = None) -> Corpu
     digest = hashlib.sha256(data).hexdigest()
     if digest != spec.sha256:
         raise UserError(f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... ({len(data)} bytes, expected {spec.size}): the file is not the registered corpus")
-    corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions)
+    corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions, split_mode)
     corpus.__dict__["sha256"] = digest  # already computed above
     return corpus

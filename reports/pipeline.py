@@ -58,7 +58,7 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
             configs.append(TrainConfig(corpus=corpus_arg, arch="lstm", layers=abl["layers"], size=abl["size"], seed=seed, **profile.train))
         for arch in abl["archs"]:
             configs.append(TrainConfig(corpus=corpus_arg, arch=arch, layers=abl["layers"], size=abl["size"], seed=0, **profile.train))
-    unique = {c.model_id(corpus.sha256): c for c in configs}
+    unique = {c.model_id(corpus.key): c for c in configs}
     return list(unique.values())
 
 
@@ -77,29 +77,29 @@ def _worker_env(env: dict, threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def train_job(config: dict, env: dict, threads: int) -> str:
+def train_job(config: dict, env: dict, threads: int, splits: str = "contiguous") -> str:
     """Train one model (or resume it) and write its test predictions; returns its artifact folder."""
     _worker_env(env, threads)
     from charlm.predict import predict_split
     from charlm.train import train
 
-    out = train(TrainConfig(**config), threads=threads)
+    out = train(TrainConfig(**config), corpus=corpora.load(config["corpus"], split_mode=splits), threads=threads)
     predict_split(out / "checkpoint.pt", "test", progress=True)
     return str(out)
 
 
-def ngram_job(corpus: str, n: int, env: dict, threads: int) -> str:
+def ngram_job(corpus: str, n: int, env: dict, threads: int, splits: str = "contiguous") -> str:
     _worker_env(env, threads)
     from charlm import ngram
 
-    return str(Path(ngram.predict(corpora.load(corpus), n, split="test")).parent.parent)
+    return str(Path(ngram.predict(corpora.load(corpus, split_mode=splits), n, split="test")).parent.parent)
 
 
-def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int) -> str:
+def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int, splits: str = "contiguous") -> str:
     _worker_env(env, threads)
     from charlm import nnn
 
-    return str(Path(nnn.predict(corpora.load(corpus), n, split="test", **options)).parent.parent)
+    return str(Path(nnn.predict(corpora.load(corpus, split_mode=splits), n, split="test", **options)).parent.parent)
 
 
 # ------------------------------------------------------------------------------------ the run
@@ -168,7 +168,7 @@ def run(options: RunOptions) -> tuple[Path, Path]:
     if profile.wants_gpu:
         say("this profile wants a GPU: on a CPU it takes weeks; continuing anyway")
     corpus_args = options.corpora_override or profile.corpora
-    loaded = {arg: corpora.load(arg) for arg in corpus_args}
+    loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -177,18 +177,18 @@ def run(options: RunOptions) -> tuple[Path, Path]:
     train_jobs, cached_dirs = [], []
     for arg, corpus in loaded.items():
         for config in neural_configs(profile, corpus, arg):
-            directory = model_dir(corpus.name, config.model_id(corpus.sha256))
+            directory = model_dir(corpus.name, config.model_id(corpus.key))
             if _complete(directory):
                 cached_dirs.append(str(directory))
             else:
-                train_jobs.append(partial(train_job, config.__dict__, env, threads))
+                train_jobs.append(partial(train_job, config.__dict__, env, threads, profile.splits))
     base = profile.baselines
     nnn_options = {k: base[key] for key, k in (("nnn_hidden", "hidden_grid"), ("nnn_max_chars", "max_chars"), ("nnn_batch_chars", "batch_chars")) if key in base}
     if "hidden_grid" in nnn_options:
         nnn_options["hidden_grid"] = tuple(nnn_options["hidden_grid"])
     # Longest first (high-order n-grams, then neural nets), so the pool's workers finish together.
-    ngram_jobs = [partial(ngram_job, arg, n, env, threads) for n in sorted(base.get("ngram_n", []), reverse=True) for arg in loaded]
-    nnn_jobs = [partial(nnn_job, arg, n, nnn_options, env, threads) for arg in loaded for n in base.get("nnn_n", [])]
+    ngram_jobs = [partial(ngram_job, arg, n, env, threads, profile.splits) for n in sorted(base.get("ngram_n", []), reverse=True) for arg in loaded]
+    nnn_jobs = [partial(nnn_job, arg, n, nnn_options, env, threads, profile.splits) for arg in loaded for n in base.get("nnn_n", [])]
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
     say(f"plan: {len(train_jobs) + len(cached_dirs)} neural models ({len(cached_dirs)} cached, {len(train_jobs)} to train), "
         f"{len(ngram_jobs)} n-grams, {len(nnn_jobs)} n-NNs (cached ones return at once); analyses {', '.join(profile.analyses)}; "

@@ -25,6 +25,7 @@ class Profile:
     ablations: dict  # archs, layers, size, lstm_seeds: Levy et al. Table 1
     baselines: dict  # ngram_n, nnn_n, nnn_hidden, nnn_max_chars
     run: dict = field(default_factory=dict)  # workers
+    splits: str = "contiguous"  # corpus split mode: contiguous in file order, or "charrnn" (the papers' char-rnn splits)
 
     @property
     def hash(self) -> str:
@@ -53,6 +54,7 @@ def load_profile(name_or_path: str) -> Profile:
             name=path.stem, description=raw["description"], corpora=list(raw["corpora"]), analyses=list(raw["analyses"]),
             wants_gpu=bool(raw.get("wants_gpu", False)), train=dict(raw.get("train", {})), grid=dict(raw["grid"]),
             ablations=dict(raw.get("ablations", {})), baselines=dict(raw.get("baselines", {})), run=dict(raw.get("run", {})),
+            splits=str(raw.get("splits", "contiguous")),
         )
     except KeyError as err:
         raise UserError(f"profile {path} lacks the setting {err}") from None
