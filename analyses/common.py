@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +12,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from charlm import predictions  # noqa: E402
-from charlm.paths import artifacts_root, predictions_path  # noqa: E402
+from charlm.paths import artifacts_root, complete_metrics, predictions_path  # noqa: E402
 from corpora import atomic  # noqa: E402
 
 INDEX_COLUMNS = ["corpus", "model_id", "family", "arch", "layers", "size", "seed", "n", "params", "chars_trained", "seconds", "dir"]
@@ -47,11 +46,8 @@ def model_index(root: Path | None = None, corpus: str | None = None) -> pd.DataF
     pattern = f"{corpus}/*/metrics.json" if corpus else "*/*/metrics.json"
     rows = []
     for path in sorted(root.glob(pattern)):
-        try:
-            metrics = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if metrics.get("complete"):
+        metrics = complete_metrics(path)
+        if metrics is not None:
             rows.append(_row(metrics, path.parent))
     return pd.DataFrame(rows, columns=INDEX_COLUMNS)
 

@@ -28,7 +28,6 @@ Artifacts: `artifacts/<corpus>/ngram-n{n}-{hash}/` with `model.probing`, `metric
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import re
@@ -47,7 +46,7 @@ from corpora import atomic
 from corpora.errors import UserError, parse_int_list, run_cli
 
 from . import predictions
-from .paths import artifacts_root, config_hash, predictions_path
+from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
 
 LN10 = math.log(10.0)
 DEFAULT_MAX_ORDER = 21  # `make setup` builds KenLM with KENLM_MAX_ORDER=21 (the paper's 20-gram baseline is a 21-gram)
@@ -148,14 +147,7 @@ def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
 
 
 def _read_metrics(folder: Path) -> dict | None:
-    path = folder / "metrics.json"
-    if not path.is_file():
-        return None
-    try:
-        metrics = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return metrics if metrics.get("complete") else None
+    return complete_metrics(folder / "metrics.json")
 
 
 def _default_memory(tokens: int, order: int) -> str:

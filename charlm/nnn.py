@@ -54,7 +54,7 @@ from corpora.errors import UserError, parse_int_list, run_cli
 from . import predictions
 from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
-from .paths import artifacts_root, config_hash, predictions_path
+from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
 from .train import TrainConfig, learning_rate
 
 FORMAT = 1
@@ -201,13 +201,7 @@ def load_nnn(path: str | Path) -> NNN:
 
 
 def _complete(path: Path) -> dict | None:
-    if not path.is_file():
-        return None
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return m if m.get("complete") else None
+    return complete_metrics(path)
 
 
 def _train_one(config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path, model_id: str, progress: bool) -> dict:

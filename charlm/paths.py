@@ -24,3 +24,12 @@ def model_dir(corpus: str, model_id: str) -> Path:
 
 def predictions_path(model_directory: Path, split: str) -> Path:
     return Path(model_directory) / "predictions" / f"{split}.npz"
+
+
+def complete_metrics(metrics_path: Path) -> dict | None:
+    """A metrics.json that marks its artifact complete (the cache's only marker), else None."""
+    try:
+        metrics = json.loads(Path(metrics_path).read_text())
+    except (OSError, ValueError):
+        return None
+    return metrics if isinstance(metrics, dict) and metrics.get("complete") else None

@@ -10,7 +10,6 @@ import datetime as dt
 import hashlib
 import importlib
 import importlib.metadata
-import json
 import os
 import platform
 import subprocess
@@ -24,7 +23,7 @@ import pandas as pd
 import corpora
 from analyses import common
 from charlm.model import matched_size
-from charlm.paths import artifacts_root, config_hash, model_dir, predictions_path
+from charlm.paths import artifacts_root, complete_metrics, config_hash, model_dir, predictions_path
 from charlm.sweep import executor, run_jobs
 from charlm.train import TrainConfig
 from corpora import atomic
@@ -63,8 +62,7 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
 
 
 def _complete(directory: Path, split: str = "test") -> bool:
-    metrics = directory / "metrics.json"
-    return metrics.exists() and json.loads(metrics.read_text()).get("complete", False) and predictions_path(directory, split).exists()
+    return complete_metrics(directory / "metrics.json") is not None and predictions_path(directory, split).exists()
 
 
 # ------------------------------------------------------------------------------------ jobs (run in worker processes)
