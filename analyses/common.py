@@ -13,7 +13,7 @@ import seaborn as sns  # noqa: E402
 
 from charlm import predictions  # noqa: E402
 from charlm.paths import artifacts_root, complete_metrics, predictions_path  # noqa: E402
-from corpora import atomic  # noqa: E402
+from corpora import REGISTRY, atomic  # noqa: E402
 
 INDEX_COLUMNS = ["corpus", "model_id", "family", "arch", "layers", "size", "seed", "n", "params", "chars_trained", "seconds", "dir"]
 
@@ -85,7 +85,9 @@ def analysis_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def index_for_args(args) -> pd.DataFrame:
-    frames = [model_index(args.artifacts, c) for c in (args.corpus or [None])]
+    # Artifacts live under the corpus's name: the registry name, or the stem of a corpus file.
+    names = [c if c in REGISTRY else Path(c).stem for c in args.corpus] if args.corpus else [None]
+    frames = [model_index(args.artifacts, c) for c in names]
     return pd.concat(frames, ignore_index=True)
 
 

@@ -116,17 +116,20 @@ def notes(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def build_missing(corpus_names: list[str], ns: list[int], families=FAMILIES, nnn_options: dict | None = None) -> None:
-    """Build and score every requested baseline that has no test predictions yet (cached otherwise)."""
+def build_missing(corpus_names: list[str], ns: list[int], families=FAMILIES, nnn_options: dict | None = None,
+                  split_mode: str = "contiguous") -> list[str]:
+    """Build and score every requested baseline that has no test predictions yet; returns their model folders."""
     from charlm import ngram, nnn
 
+    folders = []
     for name in corpus_names:
-        corpus = corpora.load(name)
+        corpus = corpora.load(name, split_mode=split_mode)
         for n in ns:
             if "ngram" in families:
-                ngram.predict(corpus, n, split="test")
+                folders.append(ngram.predict(corpus, n, split="test").parent.parent)
             if "nnn" in families and n <= 6:
-                nnn.predict(corpus, n, split="test", **(nnn_options or {}))
+                folders.append(nnn.predict(corpus, n, split="test", **(nnn_options or {})).parent.parent)
+    return [str(f.resolve()) for f in folders]
 
 
 def main(argv=None) -> int:
@@ -134,6 +137,7 @@ def main(argv=None) -> int:
     parser.add_argument("--n", default=",".join(map(str, PAPER_N)), help="context lengths to build and report (default %(default)s; n-NN only for n <= 6)")
     parser.add_argument("--families", default="ngram,nnn", help="ngram, nnn or both (default %(default)s)")
     parser.add_argument("--nnn-max-chars", type=int, default=None, help="character budget of each n-NN training (default: the full recipe)")
+    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES, help="contiguous (default) or char-rnn's splits, as the paper")
     args = parser.parse_args(argv)
     ns = sorted(set(parse_int_list(args.n, "--n")))
     families = tuple(f for f in args.families.split(",") if f)
@@ -141,9 +145,9 @@ def main(argv=None) -> int:
         raise UserError(f"--families must be among {', '.join(FAMILIES)}")
     if not args.corpus:
         raise UserError("give --corpus NAME (baselines are built per corpus)")
-    build_missing(args.corpus, ns, families, {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else None)
+    folders = build_missing(args.corpus, ns, families, {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else None, args.splits)
     index = index_for_args(args)
-    index = index[index["n"].isin(ns) & index["family"].isin(families)]
+    index = index[index["dir"].map(lambda d: str(Path(d).resolve())).isin(folders)]  # exactly the models asked for
     emit(compute(index, args.split), plot, args)
     return 0
 
