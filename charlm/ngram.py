@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 import corpora
 from corpora import atomic
-from corpora.errors import UserError, parse_int_list, run_cli
+from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_cli
 
 from . import predictions
 from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
@@ -389,8 +389,7 @@ def benchmark(corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.ngram", description="Build KenLM character (n+1)-grams (modified Kneser-Ney), "
                                      "score a split with full distributions, and print its cross-entropy (Karpathy et al. 2016, Table 2).")
-    parser.add_argument("--corpus", required=True, help="registered corpus (warpeace, linux) or a path to a text file")
-    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES, help="contiguous (default) or char-rnn's splits")
+    add_corpus_arguments(parser)
     parser.add_argument("--n", required=True, help="previous characters seen (the model is an (n+1)-gram); several as 1,2,3")
     parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
     parser.add_argument("--memory", default=None, help="lmplz -S sorting memory, e.g. 2G or 30%% (default: sized to the corpus, at most 30%% of RAM)")

@@ -49,13 +49,13 @@ from tqdm import tqdm
 
 import corpora
 from corpora import atomic
-from corpora.errors import UserError, parse_int_list, run_cli
+from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_cli
 
 from . import predictions
 from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
 from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .train import TrainConfig, learning_rate
+from .train import TrainConfig, learning_rate, require_positive
 
 FORMAT = 1
 _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent models' recipe, one source of truth
@@ -88,13 +88,7 @@ class NNNConfig:
         for h in self.hidden_grid:
             if not isinstance(h, int) or isinstance(h, bool) or h < 1:
                 raise UserError(f"hidden sizes must be positive integers, got {h!r}")
-        for name in ("epochs", "batch_chars", "patience"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_chars is not None and self.max_chars <= 0:
-            raise UserError(f"max_chars must be positive, got {self.max_chars}")
-        if self.lr <= 0:
-            raise UserError(f"lr must be positive, got {self.lr}")
+        require_positive(self, "epochs", "batch_chars", "patience", "lr")
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -354,8 +348,7 @@ def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.nnn", description="Train the n-NN baseline (one tanh hidden layer on the "
                                      "one-hot of the last n characters; hidden size cross-validated), score a split, print its cross-entropy.")
-    parser.add_argument("--corpus", required=True, help="registered corpus (warpeace, linux) or a path to a text file")
-    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES, help="contiguous (default) or char-rnn's splits")
+    add_corpus_arguments(parser)
     parser.add_argument("--n", required=True, help="previous characters seen; several as 1,2,3")
     parser.add_argument("--hidden", default=",".join(map(str, DEFAULT_GRID)), help="hidden sizes to cross-validate (default %(default)s)")
     parser.add_argument("--max-chars", type=int, default=None, help="training-character budget per network (default: epochs only)")

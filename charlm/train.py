@@ -30,7 +30,7 @@ from tqdm import tqdm
 import corpora
 from corpora import atomic
 from corpora.batching import stream_windows
-from corpora.errors import UserError, run_cli
+from corpora.errors import UserError, add_corpus_arguments, run_cli
 
 from .checkpoint import load_payload, save_checkpoint, save_payload
 from .model import ARCHS, CharLM, ModelConfig, count_params
@@ -72,13 +72,14 @@ class TrainConfig:
 
     def validate(self) -> None:
         ModelConfig(self.arch, 2, self.layers, self.size, self.dropout)  # raises UserError on bad arch/sizes
-        for name in ("epochs", "batch_size", "unroll", "snapshots", "patience"):
-            if getattr(self, name) <= 0:
-                raise UserError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_chars is not None and self.max_chars <= 0:
-            raise UserError(f"max_chars must be positive, got {self.max_chars}")
-        if self.lr <= 0:
-            raise UserError(f"lr must be positive, got {self.lr}")
+        require_positive(self, "epochs", "batch_size", "unroll", "snapshots", "patience", "lr")
+
+
+def require_positive(config, *names: str) -> None:
+    """Each named setting (and max_chars, when set) must be positive: one UserError line otherwise."""
+    for name in names + (("max_chars",) if getattr(config, "max_chars", None) is not None else ()):
+        if getattr(config, name) <= 0:
+            raise UserError(f"{name} must be positive, got {getattr(config, name)}")
 
 
 class TrainingDiverged(RuntimeError):
@@ -281,7 +282,7 @@ def train(
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = {f.name: f.default for f in fields(TrainConfig)}
-    parser.add_argument("--corpus", required=True, help="registered corpus (warpeace, linux) or a path to a text file")
+    add_corpus_arguments(parser)
     parser.add_argument("--arch", required=True, help=f"one of: {', '.join(ARCHS)}")
     parser.add_argument("--layers", type=int, default=defaults["layers"], help="stacked recurrent layers (default %(default)s)")
     parser.add_argument("--size", type=int, default=defaults["size"], help="hidden width (default %(default)s)")
@@ -294,8 +295,6 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="parallel streams (default %(default)s)")
     parser.add_argument("--unroll", type=int, default=defaults["unroll"], help="truncated-BPTT steps (default %(default)s)")
     parser.add_argument("--patience", type=int, default=defaults["patience"], help="early-stopping patience in epochs (default %(default)s)")
-    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES,
-                        help="contiguous splits in file order (default) or char-rnn's, which the papers trained with")
     parser.add_argument("--no-fused", action="store_true", help="train with the hand-written cells even where a fused kernel exists")
 
 
@@ -321,6 +320,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     config = config_from_args(args)
+    config.validate()  # bad settings are reported before the corpus is read
     try:
         out = train(config, args.out, corpora.load(config.corpus, split_mode=args.splits), progress=not args.quiet, checkpoint_every_s=args.checkpoint_every, threads=args.threads,
                     device=args.device)

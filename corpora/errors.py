@@ -5,6 +5,7 @@ corrupt checkpoint or an impossible size never ends in a traceback.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Callable, Sequence
 
@@ -36,3 +37,12 @@ def parse_int_list(text: str, option: str) -> list[int]:
     if not values:
         raise UserError(f"{option} needs at least one value")
     return values
+
+
+def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
+    """--corpus and --splits, as every command that trains or scores reads them."""
+    from .corpus import REGISTRY, SPLIT_MODES  # corpus.py imports this module
+
+    parser.add_argument("--corpus", required=True, help=f"registered corpus ({', '.join(REGISTRY)}) or a path to a text file")
+    parser.add_argument("--splits", default="contiguous", choices=SPLIT_MODES,
+                        help="contiguous splits in file order (default) or char-rnn's, which the papers trained with")
