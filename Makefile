@@ -30,7 +30,7 @@ APT_PACKAGES    := build-essential cmake libboost-program-options-dev libboost-s
 # Added when $(PYTHON) is missing or lacks venv/ensurepip or its C headers (Python.h, for the kenlm module).
 APT_PYTHON      := python3 python3-venv python3-dev
 
-.PHONY: help setup sysdeps venv kenlm test bench report report-check clean distclean
+.PHONY: help setup sysdeps venv kenlm test lint bench report report-check clean distclean
 
 help: ## list the targets and the variables they use
 	@echo "Usage: make <target> [PROFILE=quick|standard|...]"
@@ -97,7 +97,7 @@ venv: sysdeps ## create .venv, pip install torch==2.13.0 (CPU wheel) first, then
 	  $(PIP) install "torch==$(TORCH_VERSION)"; \
 	fi
 	@if [ -f $(INSTALL_STAMP) ] && [ ! pyproject.toml -nt $(INSTALL_STAMP) ] \
-	    && $(PY) -c 'import importlib.metadata as m; m.version("charlm"); m.version("pytest-xdist")' 2>/dev/null; then \
+	    && $(PY) -c 'import importlib.metadata as m; m.version("charlm"); m.version("pytest-xdist"); m.version("ruff")' 2>/dev/null; then \
 	  echo "charlm (editable) already installed"; \
 	else \
 	  $(PIP) install -e '.[test]' && touch $(INSTALL_STAMP); \
@@ -110,6 +110,10 @@ kenlm: venv ## KenLM with max order 21: python module + lmplz/build_binary in .v
 
 test: $(SETUP_STAMP) ## run the test suite: pytest -q -n 2
 	$(PY) -m pytest -q -n 2
+
+lint: $(SETUP_STAMP) ## ruff check + ruff format --check (lines of at most 120 characters; settings in pyproject.toml)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 
 bench: $(SETUP_STAMP) ## run the benchmarks (python -m charlm.bench)
 	$(PY) -m charlm.bench

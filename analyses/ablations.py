@@ -4,6 +4,7 @@ The LSTM is reported as mean +- std over seeds; each ablation (trained with the 
 width and hyperparameters) sits beside it with its gap to the LSTM mean in units of the
 LSTM's seed std, the yardstick Levy et al. give for "within noise".
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,7 +22,13 @@ TITLE = "Levy et al.'s ablations of the LSTM"
 QUESTION = "Is the LSTM's power in its embedded S-RNN or in the gated, element-wise weighted sum of its memory cell?"
 PAPER_SOURCE = "Levy et al. (2018), Table 1 (PTB word-level perplexity; LSTM mean +- std over 5 seeds)"
 ORDER = ["lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
-LABELS = {"lstm": "LSTM", "lstm-srnn": "- S-RNN", "lstm-srnn-out": "- S-RNN - OUT", "lstm-srnn-hidden": "- S-RNN - HIDDEN", "lstm-gates": "- GATES"}
+LABELS = {
+    "lstm": "LSTM",
+    "lstm-srnn": "- S-RNN",
+    "lstm-srnn-out": "- S-RNN - OUT",
+    "lstm-srnn-hidden": "- S-RNN - HIDDEN",
+    "lstm-gates": "- GATES",
+}
 
 
 def paper_table() -> pd.DataFrame:
@@ -31,9 +38,19 @@ def paper_table() -> pd.DataFrame:
         ("PTB (Medium)", 83.9, 0.3, [80.5, 81.6, 83.3, 140.9]),
         ("PTB (Large)", 78.8, 0.2, [76.0, 78.5, 82.9, 126.1]),
     ):
-        rows.append({"configuration": config, "model": "LSTM", "perplexity": lstm, "lstm_std": std, "gap_in_lstm_std": 0.0})
+        rows.append(
+            {"configuration": config, "model": "LSTM", "perplexity": lstm, "lstm_std": std, "gap_in_lstm_std": 0.0}
+        )
         for arch, value in zip(ORDER[1:], others):
-            rows.append({"configuration": config, "model": LABELS[arch], "perplexity": value, "lstm_std": std, "gap_in_lstm_std": round((value - lstm) / std, 1)})
+            rows.append(
+                {
+                    "configuration": config,
+                    "model": LABELS[arch],
+                    "perplexity": value,
+                    "lstm_std": std,
+                    "gap_in_lstm_std": round((value - lstm) / std, 1),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -45,7 +62,10 @@ def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100) -> p
         lstm = group[group["arch"] == "lstm"]
         if lstm.empty or group["arch"].nunique() < 2:
             continue  # an ablation needs its LSTM, and the LSTM its ablations
-        scores = {mid: load_predictions(r, split).cross_entropy(resamples) for mid, r in group.set_index("model_id", drop=False).iterrows()}
+        scores = {
+            mid: load_predictions(r, split).cross_entropy(resamples)
+            for mid, r in group.set_index("model_id", drop=False).iterrows()
+        }
         lstm_ce = np.array([scores[m][0] for m in lstm["model_id"]])
         lstm_mean = float(lstm_ce.mean())
         lstm_std = float(lstm_ce.std(ddof=1)) if lstm_ce.size > 1 else float("nan")
@@ -56,15 +76,38 @@ def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100) -> p
             ce = np.array([scores[m][0] for m in sub["model_id"]])
             boot = np.array([scores[m][1] for m in sub["model_id"]])
             mean = float(ce.mean())
-            rows.append({
-                "corpus": corpus, "layers": int(layers), "size": int(size), "arch": arch, "model": LABELS[arch],
-                "seeds": int(ce.size), "ce_nats": mean,
-                "seed_std": float(ce.std(ddof=1)) if ce.size > 1 else float("nan"),
-                "bootstrap_std": float(boot.mean()), "params": int(sub["params"].iloc[0]),
-                "gap_nats": mean - lstm_mean,
-                "gap_in_lstm_std": (mean - lstm_mean) / lstm_std if lstm_std and np.isfinite(lstm_std) and lstm_std > 0 else float("nan"),
-            })
-    cols = ["corpus", "layers", "size", "arch", "model", "seeds", "ce_nats", "seed_std", "bootstrap_std", "params", "gap_nats", "gap_in_lstm_std"]
+            rows.append(
+                {
+                    "corpus": corpus,
+                    "layers": int(layers),
+                    "size": int(size),
+                    "arch": arch,
+                    "model": LABELS[arch],
+                    "seeds": int(ce.size),
+                    "ce_nats": mean,
+                    "seed_std": float(ce.std(ddof=1)) if ce.size > 1 else float("nan"),
+                    "bootstrap_std": float(boot.mean()),
+                    "params": int(sub["params"].iloc[0]),
+                    "gap_nats": mean - lstm_mean,
+                    "gap_in_lstm_std": (mean - lstm_mean) / lstm_std
+                    if lstm_std and np.isfinite(lstm_std) and lstm_std > 0
+                    else float("nan"),
+                }
+            )
+    cols = [
+        "corpus",
+        "layers",
+        "size",
+        "arch",
+        "model",
+        "seeds",
+        "ce_nats",
+        "seed_std",
+        "bootstrap_std",
+        "params",
+        "gap_nats",
+        "gap_in_lstm_std",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -96,16 +139,26 @@ def caption(df: pd.DataFrame) -> str:
     for (corpus, layers, size), sub in df.groupby(["corpus", "layers", "size"]):
         lstm = sub[sub["arch"] == "lstm"].iloc[0]
         others = sub[sub["arch"] != "lstm"]
-        gaps = ", ".join(f"{r['model']} {r['gap_nats']:+.3f} nats ({r['gap_in_lstm_std']:+.1f} std)" for _, r in others.iterrows())
-        parts.append(f"On {corpus} ({layers} x {size}) the LSTM reaches {lstm['ce_nats']:.3f} +- {lstm['seed_std']:.3f} nats/char over {lstm['seeds']} seeds; gaps to it: {gaps}.")
-    parts.append("Levy et al. found the gated weighted sum (every ablation but - GATES) within a few points of the LSTM on word-level PTB, and - GATES far behind; compare the ordering and the gaps in std units, not the values (their metric is word perplexity).")
+        gaps = ", ".join(
+            f"{r['model']} {r['gap_nats']:+.3f} nats ({r['gap_in_lstm_std']:+.1f} std)" for _, r in others.iterrows()
+        )
+        parts.append(
+            f"On {corpus} ({layers} x {size}) the LSTM reaches {lstm['ce_nats']:.3f} +- "
+            f"{lstm['seed_std']:.3f} nats/char over {lstm['seeds']} seeds; gaps to it: {gaps}."
+        )
+    parts.append(
+        "Levy et al. found the gated weighted sum (every ablation but - GATES) within a few points of the "
+        "LSTM on word-level PTB, and - GATES far behind; compare the ordering and the gaps in std units, not "
+        "the values (their metric is word perplexity)."
+    )
     return " ".join(parts)
 
 
 def notes(df: pd.DataFrame) -> list[str]:
     return [
         "Levy et al. measured word-level perplexity on PTB with tuned LSTM hyperparameters; ours is character-level "
-        "cross-entropy with Karpathy et al.'s recipe. The paper's gap column is computed here from its Table 1 the same "
+        "cross-entropy with Karpathy et al.'s recipe. The paper's gap column is computed here from its Table "
+        "1 the same "
         "way as ours: (model - LSTM mean) / LSTM std over seeds.",
         "Seed std from only a few seeds is itself uncertain; a gap of a few std units is weak evidence.",
     ]

@@ -1,4 +1,5 @@
 """What every analysis shares: the index of trained models, Predictions loading, figure saving, CLI plumbing."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,20 @@ from charlm import predictions  # noqa: E402
 from charlm.paths import artifacts_root, complete_metrics, predictions_path  # noqa: E402
 from corpora import REGISTRY, atomic  # noqa: E402
 
-INDEX_COLUMNS = ["corpus", "model_id", "family", "arch", "layers", "size", "seed", "n", "params", "chars_trained", "seconds", "dir"]
+INDEX_COLUMNS = [
+    "corpus",
+    "model_id",
+    "family",
+    "arch",
+    "layers",
+    "size",
+    "seed",
+    "n",
+    "params",
+    "chars_trained",
+    "seconds",
+    "dir",
+]
 
 
 def _row(metrics: dict, directory: Path) -> dict:
@@ -76,8 +90,15 @@ def style() -> None:
 def analysis_parser(prog: str, description: str) -> argparse.ArgumentParser:
     """The common CLI of an analysis: which corpus, where artifacts are, where the table and figure go."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--corpus", action="append", default=None, help="corpus to analyse (repeatable; default: every corpus with artifacts)")
-    parser.add_argument("--artifacts", type=Path, default=None, help="artifacts root (default $CHARLM_ARTIFACTS or ./artifacts)")
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        default=None,
+        help="corpus to analyse (repeatable; default: every corpus with artifacts)",
+    )
+    parser.add_argument(
+        "--artifacts", type=Path, default=None, help="artifacts root (default $CHARLM_ARTIFACTS or ./artifacts)"
+    )
     parser.add_argument("--split", default="test", help="split whose predictions are read (default %(default)s)")
     parser.add_argument("--out", type=Path, default=None, help="write the table to this CSV (default: print it)")
     parser.add_argument("--figure", type=Path, default=None, help="write the figure to this PNG/SVG/PDF")

@@ -4,6 +4,7 @@ Cross-entropy is in nats per character, with the standard deviation of 100 boots
 resamples of test positions. Rows of the grid are parameter budgets: the width of an LSTM,
 with RNN and GRU widths chosen to have nearly the same number of parameters.
 """
+
 from __future__ import annotations
 
 import sys
@@ -47,7 +48,9 @@ def paper_table() -> pd.DataFrame:
             for k, value in enumerate(values):
                 arch, layers = ("lstm", "rnn", "gru")[k // 3], k % 3 + 1
                 if value is not None:
-                    rows.append({"corpus": corpus, "arch": arch, "layers": layers, "budget": budget, "paper_ce_nats": value})
+                    rows.append(
+                        {"corpus": corpus, "arch": arch, "layers": layers, "budget": budget, "paper_ce_nats": value}
+                    )
     return pd.DataFrame(rows)
 
 
@@ -61,26 +64,57 @@ def budget_of(arch: str, size: int, layers: int, vocab_size: int, candidates=BUD
     return None
 
 
-def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100, archs=("rnn", "gru", "lstm")) -> pd.DataFrame:
+def compute(
+    index: pd.DataFrame, split: str = "test", resamples: int = 100, archs=("rnn", "gru", "lstm")
+) -> pd.DataFrame:
     """One row per neural model: cross-entropy (nats and bits per char) with its bootstrap std."""
     rows = []
     neural = index[(index["family"] == "neural") & index["arch"].isin(archs)]
     for _, row in neural.iterrows():
         preds = load_predictions(row, split)
         mean, std = preds.cross_entropy(resamples)
-        rows.append({
-            "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
-            "budget": budget_of(row["arch"], int(row["size"]), int(row["layers"]), preds.logp.shape[1]),
-            "params": int(row["params"]), "seed": int(row["seed"]), "chars_trained": int(row["chars_trained"]),
-            "split": split, "ce_nats": mean, "ce_std": std, "ce_bits": mean / LN2, "model_id": row["model_id"],
-        })
-    cols = ["corpus", "arch", "layers", "size", "budget", "params", "seed", "chars_trained", "split", "ce_nats", "ce_std", "ce_bits", "model_id"]
-    return pd.DataFrame(rows, columns=cols).sort_values(["corpus", "budget", "arch", "layers", "seed"], ignore_index=True)
+        rows.append(
+            {
+                "corpus": row["corpus"],
+                "arch": row["arch"],
+                "layers": int(row["layers"]),
+                "size": int(row["size"]),
+                "budget": budget_of(row["arch"], int(row["size"]), int(row["layers"]), preds.logp.shape[1]),
+                "params": int(row["params"]),
+                "seed": int(row["seed"]),
+                "chars_trained": int(row["chars_trained"]),
+                "split": split,
+                "ce_nats": mean,
+                "ce_std": std,
+                "ce_bits": mean / LN2,
+                "model_id": row["model_id"],
+            }
+        )
+    cols = [
+        "corpus",
+        "arch",
+        "layers",
+        "size",
+        "budget",
+        "params",
+        "seed",
+        "chars_trained",
+        "split",
+        "ce_nats",
+        "ce_std",
+        "ce_bits",
+        "model_id",
+    ]
+    return pd.DataFrame(rows, columns=cols).sort_values(
+        ["corpus", "budget", "arch", "layers", "seed"], ignore_index=True
+    )
 
 
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
     """Our grid (mean over seeds) beside the paper's number for the same cell."""
-    ours = df.groupby(["corpus", "arch", "layers", "budget"], as_index=False).agg(ce_nats=("ce_nats", "mean"), ce_std=("ce_std", "mean"), seeds=("seed", "count"))
+    ours = df.groupby(["corpus", "arch", "layers", "budget"], as_index=False).agg(
+        ce_nats=("ce_nats", "mean"), ce_std=("ce_std", "mean"), seeds=("seed", "count")
+    )
     return ours.merge(paper_table(), on=["corpus", "arch", "layers", "budget"], how="left")
 
 
@@ -91,7 +125,9 @@ def plot(df: pd.DataFrame):
     for ax, corpus in zip(axes[0], corpora_):
         sub = df[df["corpus"] == corpus].assign(model=lambda d: d["arch"].str.upper() + " L" + d["layers"].astype(str))
         grid = sub.pivot_table(index="budget", columns="model", values="ce_nats", aggfunc="mean")
-        sns.heatmap(grid, annot=True, fmt=".3f", cmap="viridis_r", ax=ax, cbar_kws={"label": "test cross-entropy (nats/char)"})
+        sns.heatmap(
+            grid, annot=True, fmt=".3f", cmap="viridis_r", ax=ax, cbar_kws={"label": "test cross-entropy (nats/char)"}
+        )
         ax.set_title(f"{corpus}: test cross-entropy")
         ax.set_xlabel("model type and layers")
         ax.set_ylabel("parameter budget (LSTM width)")
@@ -105,9 +141,16 @@ def caption(df: pd.DataFrame) -> str:
         best = sub.loc[sub["ce_nats"].idxmin()]
         by_type = sub.groupby("arch")["ce_nats"].min().sort_values()
         ranking = " < ".join(f"{a.upper()} {v:.3f}" for a, v in by_type.items())
-        parts.append(f"On {corpus} the best model is the {int(best['layers'])}-layer {best['arch'].upper()} of width {int(best['size'])} "
-                     f"at {best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char ({best['ce_bits']:.3f} bits); best per type: {ranking}.")
-    parts.append("Bootstrap standard deviations (100 resamples of test positions) measure test-set noise only, not seed-to-seed variation.")
+        parts.append(
+            f"On {corpus} the best model is the {int(best['layers'])}-layer {best['arch'].upper()} of width "
+            f"{int(best['size'])} "
+            f"at {best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char ({best['ce_bits']:.3f} bits); best "
+            f"per type: {ranking}."
+        )
+    parts.append(
+        "Bootstrap standard deviations (100 resamples of test positions) measure test-set noise only, not "
+        "seed-to-seed variation."
+    )
     return " ".join(parts)
 
 
@@ -116,11 +159,16 @@ def notes(df: pd.DataFrame) -> list[str]:
     out = []
     budgets = sorted(df["chars_trained"].unique())
     if budgets and budgets[-1] < 20_000_000:
-        out.append(f"These models saw {', '.join(f'{b:,}' for b in budgets)} training characters, a fraction of the paper's "
-                   "50 epochs with early stopping (about 130M characters on War and Peace): they are far from converged, so "
-                   "their cross-entropies sit well above the paper's. Compare the ordering of types, not the values.")
-    out.append("Our Linux corpus is built from the 6.1 kernel's kernel/ folder with the paper's recipe and length; the paper's "
-               "own file came from an older kernel, so Linux numbers can differ slightly even at convergence.")
+        out.append(
+            f"These models saw {', '.join(f'{b:,}' for b in budgets)} training characters, a fraction of the paper's "
+            "50 epochs with early stopping (about 130M characters on War and Peace): they are far from converged, so "
+            "their cross-entropies sit well above the paper's. Compare the ordering of types, not the values."
+        )
+    out.append(
+        "Our Linux corpus is built from the 6.1 kernel's kernel/ folder with the paper's recipe and length; "
+        "the paper's "
+        "own file came from an older kernel, so Linux numbers can differ slightly even at convergence."
+    )
     return out
 
 

@@ -4,6 +4,7 @@ Both families answer through the Predictions contract, so their test cross-entro
 computed exactly as for the recurrent nets (nats/char, bootstrap std of 100 resamples).
 `python -m analyses.ngram --corpus warpeace --n 1,2,3` builds whatever is missing first.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,11 @@ FAMILIES = ("ngram", "nnn")
 
 def paper_table() -> pd.DataFrame:
     return pd.DataFrame(
-        [{"corpus": c, "family": f, "n": n, "paper_ce_nats": v} for (c, f), values in _PAPER.items() for n, v in zip(PAPER_N, values)]
+        [
+            {"corpus": c, "family": f, "n": n, "paper_ce_nats": v}
+            for (c, f), values in _PAPER.items()
+            for n, v in zip(PAPER_N, values)
+        ]
     )
 
 
@@ -44,19 +49,39 @@ def _disk_bytes(directory: Path) -> int:
 
 
 def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100) -> pd.DataFrame:
-    """One row per baseline model: corpus, family, n, split, cross-entropy (nats, bits, std), size on disk, build seconds."""
+    """One row per baseline model: corpus, family, n, split, cross-entropy (nats, bits, std), disk size, build time."""
     rows = []
     for _, row in index[index["family"].isin(FAMILIES)].iterrows():
         mean, std = load_predictions(row, split).cross_entropy(resamples)
         metrics = json.loads((Path(row["dir"]) / "metrics.json").read_text())
-        rows.append({
-            "corpus": row["corpus"], "family": row["family"], "n": int(row["n"]), "split": split,
-            "ce_nats": mean, "ce_bits": mean / LN2, "ce_std": std,
-            "hidden": metrics.get("best_hidden"),
-            "disk_bytes": _disk_bytes(Path(row["dir"])),
-            "build_seconds": row["seconds"], "model_id": row["model_id"],
-        })
-    cols = ["corpus", "family", "n", "split", "ce_nats", "ce_bits", "ce_std", "hidden", "disk_bytes", "build_seconds", "model_id"]
+        rows.append(
+            {
+                "corpus": row["corpus"],
+                "family": row["family"],
+                "n": int(row["n"]),
+                "split": split,
+                "ce_nats": mean,
+                "ce_bits": mean / LN2,
+                "ce_std": std,
+                "hidden": metrics.get("best_hidden"),
+                "disk_bytes": _disk_bytes(Path(row["dir"])),
+                "build_seconds": row["seconds"],
+                "model_id": row["model_id"],
+            }
+        )
+    cols = [
+        "corpus",
+        "family",
+        "n",
+        "split",
+        "ce_nats",
+        "ce_bits",
+        "ce_std",
+        "hidden",
+        "disk_bytes",
+        "build_seconds",
+        "model_id",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["corpus", "family", "n"], ignore_index=True)
 
@@ -68,16 +93,33 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
 def plot(df: pd.DataFrame):
     style()
     corpora_ = sorted(df["corpus"].unique())
-    fig, axes = plt.subplots(1, max(1, len(corpora_)), figsize=(5.2 * max(1, len(corpora_)), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, max(1, len(corpora_)), figsize=(5.2 * max(1, len(corpora_)), 3.4), squeeze=False, sharey=True
+    )
     paper = paper_table()
     names = {"ngram": "(n+1)-gram, KenLM", "nnn": "n-NN"}
     for ax, corpus in zip(axes[0], corpora_):
-        for (family, color) in zip(FAMILIES, sns.color_palette(n_colors=2)):
+        for family, color in zip(FAMILIES, sns.color_palette(n_colors=2)):
             ours = df[(df["corpus"] == corpus) & (df["family"] == family)]
             if not ours.empty:
-                ax.errorbar(ours["n"], ours["ce_nats"], yerr=ours["ce_std"], marker="o", color=color, label=f"{names[family]} (ours)")
+                ax.errorbar(
+                    ours["n"],
+                    ours["ce_nats"],
+                    yerr=ours["ce_std"],
+                    marker="o",
+                    color=color,
+                    label=f"{names[family]} (ours)",
+                )
             theirs = paper[(paper["corpus"] == corpus) & (paper["family"] == family)]
-            ax.plot(theirs["n"], theirs["paper_ce_nats"], ls="--", marker="x", color=color, alpha=0.7, label=f"{names[family]} (paper)")
+            ax.plot(
+                theirs["n"],
+                theirs["paper_ce_nats"],
+                ls="--",
+                marker="x",
+                color=color,
+                alpha=0.7,
+                label=f"{names[family]} (paper)",
+            )
         ax.set_xscale("log")
         ax.set_xticks(PAPER_N, [str(n) for n in PAPER_N])
         ax.set_title(f"{corpus}: baselines")
@@ -94,8 +136,16 @@ def caption(df: pd.DataFrame) -> str:
     for (corpus, family), sub in merged.groupby(["corpus", "family"]):
         best = sub.loc[sub["ce_nats"].idxmin()]
         gap = sub.dropna(subset=["paper_ce_nats"])
-        gap_text = f"; mean difference to the paper over {len(gap)} orders {(gap['ce_nats'] - gap['paper_ce_nats']).mean():+.3f} nats" if len(gap) else ""
-        parts.append(f"{corpus} {family}: best n = {int(best['n'])} at {best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char{gap_text}.")
+        gap_text = (
+            f"; mean difference to the paper over {len(gap)} orders "
+            f"{(gap['ce_nats'] - gap['paper_ce_nats']).mean():+.3f} nats"
+            if len(gap)
+            else ""
+        )
+        parts.append(
+            f"{corpus} {family}: best n = {int(best['n'])} at {best['ce_nats']:.3f} +- {best['ce_std']:.3f} "
+            f"nats/char{gap_text}."
+        )
     return " ".join(parts)
 
 
@@ -110,14 +160,22 @@ def notes(df: pd.DataFrame) -> list[str]:
     ]
     nnn = df[df["family"] == "nnn"]
     if not nnn.empty:
-        out.append("The n-NNs were trained on a character budget with the hidden size chosen on validation from a small "
-                   f"grid ({', '.join(str(int(h)) for h in sorted(nnn['hidden'].dropna().unique()))}); the paper cross-validated "
-                   "the hidden size with the full recipe, so our n-NNs for larger n can sit above its numbers.")
+        out.append(
+            "The n-NNs were trained on a character budget with the hidden size chosen on validation from a small "
+            f"grid ({', '.join(str(int(h)) for h in sorted(nnn['hidden'].dropna().unique()))}); the paper "
+            "cross-validated "
+            "the hidden size with the full recipe, so our n-NNs for larger n can sit above its numbers."
+        )
     return out
 
 
-def build_missing(corpus_names: list[str], ns: list[int], families=FAMILIES, nnn_options: dict | None = None,
-                  split_mode: str = "contiguous") -> list[str]:
+def build_missing(
+    corpus_names: list[str],
+    ns: list[int],
+    families=FAMILIES,
+    nnn_options: dict | None = None,
+    split_mode: str = "contiguous",
+) -> list[str]:
     """Build and score every requested baseline that has no test predictions yet; returns their model folders."""
     from charlm import ngram, nnn
 
@@ -134,10 +192,24 @@ def build_missing(corpus_names: list[str], ns: list[int], families=FAMILIES, nnn
 
 def main(argv=None) -> int:
     parser = analysis_parser("python -m analyses.ngram", __doc__.split("\n\n")[0])
-    parser.add_argument("--n", default=",".join(map(str, PAPER_N)), help="context lengths to build and report (default %(default)s; n-NN only for n <= 6)")
+    parser.add_argument(
+        "--n",
+        default=",".join(map(str, PAPER_N)),
+        help="context lengths to build and report (default %(default)s; n-NN only for n <= 6)",
+    )
     parser.add_argument("--families", default="ngram,nnn", help="ngram, nnn or both (default %(default)s)")
-    parser.add_argument("--nnn-max-chars", type=int, default=None, help="character budget of each n-NN training (default: the full recipe)")
-    parser.add_argument("--splits", default="contiguous", choices=corpora.SPLIT_MODES, help="contiguous (default) or char-rnn's splits, as the paper")
+    parser.add_argument(
+        "--nnn-max-chars",
+        type=int,
+        default=None,
+        help="character budget of each n-NN training (default: the full recipe)",
+    )
+    parser.add_argument(
+        "--splits",
+        default="contiguous",
+        choices=corpora.SPLIT_MODES,
+        help="contiguous (default) or char-rnn's splits, as the paper",
+    )
     args = parser.parse_args(argv)
     ns = sorted(set(parse_int_list(args.n, "--n")))
     families = tuple(f for f in args.families.split(",") if f)
@@ -145,7 +217,9 @@ def main(argv=None) -> int:
         raise UserError(f"--families must be among {', '.join(FAMILIES)}")
     if not args.corpus:
         raise UserError("give --corpus NAME (baselines are built per corpus)")
-    folders = build_missing(args.corpus, ns, families, {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else None, args.splits)
+    folders = build_missing(
+        args.corpus, ns, families, {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else None, args.splits
+    )
     index = index_for_args(args)
     index = index[index["dir"].map(lambda d: str(Path(d).resolve())).isin(folders)]  # exactly the models asked for
     emit(compute(index, args.split), plot, args)

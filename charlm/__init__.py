@@ -5,6 +5,7 @@ Public API (names may grow; these stay):
     build_model(config) -> model;  model(ids) -> logits (B, T, V);  model.trace(ids) -> {name: (B, T, H)}
     load_checkpoint(path) -> model
 """
+
 from .checkpoint import load_checkpoint, save_checkpoint
 from .model import ARCHS, CharLM, ModelConfig, build_model, count_params, matched_size, memory_weights
 

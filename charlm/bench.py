@@ -7,6 +7,7 @@ fused LSTM for Levy's ablations) timed in alternation with it, so the ratio is r
 machine's load. Ratios above 1 mean ours is faster. The baselines add n-gram scoring speed
 and the lmplz time of the 21-gram on the War and Peace train split.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,9 @@ def _step_timer(model: CharLM, fused: bool, ids: torch.Tensor, targets: torch.Te
     return step
 
 
-def bench_cells(archs=ARCHS, size: int = 256, batch: int = 100, unroll: int = 100, steps: int = 5, vocab: int = 87, layers: int = 1) -> list[dict]:
+def bench_cells(
+    archs=ARCHS, size: int = 256, batch: int = 100, unroll: int = 100, steps: int = 5, vocab: int = 87, layers: int = 1
+) -> list[dict]:
     torch.manual_seed(0)
     ids = torch.randint(0, vocab, (batch, unroll))
     targets = torch.randint(0, vocab, (batch, unroll))
@@ -59,7 +62,12 @@ def bench_cells(archs=ARCHS, size: int = 256, batch: int = 100, unroll: int = 10
             t_fused.append(theirs())
         chars = batch * unroll
         rec = {
-            "arch": arch, "layers": layers, "size": size, "batch": batch, "unroll": unroll, "steps": steps,
+            "arch": arch,
+            "layers": layers,
+            "size": size,
+            "batch": batch,
+            "unroll": unroll,
+            "steps": steps,
             "chars_per_s": chars / statistics.median(t_ours),
             "fused_reference": ref,
             "fused_chars_per_s": chars / statistics.median(t_fused),
@@ -76,14 +84,25 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=256, help="hidden width (default %(default)s)")
     parser.add_argument("--archs", default=",".join(ARCHS), help="comma-separated architectures (default: all)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the n-gram timings")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default: torch's choice; 1 is steadier on a busy machine)",
+    )
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     records = bench_cells(args.archs.split(","), size=args.size, steps=args.steps)
-    print(f"{'arch':<18}{'ours chars/s':>14}{'fused chars/s':>15}{'ratio':>8}  (fused reference; batch 100 x unroll 100, width {args.size}, torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    print(
+        f"{'arch':<18}{'ours chars/s':>14}{'fused chars/s':>15}{'ratio':>8}  (fused reference; batch 100 x "
+        f"unroll 100, width {args.size}, torch {torch.__version__}, {torch.get_num_threads()} threads)"
+    )
     for r in records:
-        print(f"{r['arch']:<18}{r['chars_per_s']:>14,.0f}{r['fused_chars_per_s']:>15,.0f}{r['ratio_to_fused']:>7.2f}x  ({r['fused_reference']})")
+        print(
+            f"{r['arch']:<18}{r['chars_per_s']:>14,.0f}{r['fused_chars_per_s']:>15,.0f}"
+            f"{r['ratio_to_fused']:>7.2f}x  ({r['fused_reference']})"
+        )
     if not args.no_baselines:
         try:
             from .ngram import benchmark as ngram_benchmark

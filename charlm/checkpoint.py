@@ -3,6 +3,7 @@
 Only tensors and plain containers are stored, so every file loads with
 `torch.load(..., weights_only=True)`: a checkpoint can never run code. Writes are atomic.
 """
+
 from __future__ import annotations
 
 import pickle

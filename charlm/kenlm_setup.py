@@ -38,15 +38,27 @@ from pathlib import Path
 
 PROGRAMS = ("lmplz", "build_binary")
 # Files the sdist must contain for the C++ programs to be buildable from it.
-REQUIRED_SOURCES = ("CMakeLists.txt", "setup.py", "lm/builder/lmplz_main.cc", "lm/build_binary_main.cc",
-                    "lm/builder/CMakeLists.txt", "util/CMakeLists.txt")
-SELFTEST_TEXT = "\n".join(" ".join(line) for line in (
-    "the quick brown fox jumps over the lazy dog",
-    "pack my box with five dozen liquor jugs",
-    "how vexingly quick daft zebras jump",
-    "sphinx of black quartz judge my vow",
-    "the five boxing wizards jump quickly",
-)) + "\n"
+REQUIRED_SOURCES = (
+    "CMakeLists.txt",
+    "setup.py",
+    "lm/builder/lmplz_main.cc",
+    "lm/build_binary_main.cc",
+    "lm/builder/CMakeLists.txt",
+    "util/CMakeLists.txt",
+)
+SELFTEST_TEXT = (
+    "\n".join(
+        " ".join(line)
+        for line in (
+            "the quick brown fox jumps over the lazy dog",
+            "pack my box with five dozen liquor jugs",
+            "how vexingly quick daft zebras jump",
+            "sphinx of black quartz judge my vow",
+            "the five boxing wizards jump quickly",
+        )
+    )
+    + "\n"
+)
 
 
 class SetupError(RuntimeError):
@@ -57,11 +69,19 @@ def log(msg: str) -> None:
     print(f"[kenlm-setup] {msg}", flush=True)
 
 
-def run(cmd: list[str], *, cwd: Path | None = None, env: dict | None = None, quiet: bool = False) -> subprocess.CompletedProcess:
+def run(
+    cmd: list[str], *, cwd: Path | None = None, env: dict | None = None, quiet: bool = False
+) -> subprocess.CompletedProcess:
     if not quiet:
         log("$ " + " ".join(str(c) for c in cmd))
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, text=True,
-                          stdout=subprocess.PIPE if quiet else None, stderr=subprocess.STDOUT if quiet else None)
+    proc = subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE if quiet else None,
+        stderr=subprocess.STDOUT if quiet else None,
+    )
     if proc.returncode != 0:
         tail = ("\n" + proc.stdout[-4000:]) if quiet and proc.stdout else ""
         raise SetupError(f"command failed (exit {proc.returncode}): {' '.join(str(c) for c in cmd)}{tail}")
@@ -90,6 +110,7 @@ def locked(cache: Path):
 
 # ---------------------------------------------------------------- self-test
 
+
 def selftest_programs(bindir: Path, order: int, work: Path) -> Path | None:
     """Build a tiny order-`order` ARPA with lmplz and binarize it; return the ARPA path, or None on failure."""
     lmplz, build_binary = bindir / "lmplz", bindir / "build_binary"
@@ -99,13 +120,22 @@ def selftest_programs(bindir: Path, order: int, work: Path) -> Path | None:
     text.write_text(SELFTEST_TEXT)
     try:
         with open(text, "rb") as fin, open(arpa, "wb") as fout:
-            proc = subprocess.run([str(lmplz), "-o", str(order), "--discount_fallback", "-S", "64M", "-T", str(work)],
-                                  stdin=fin, stdout=fout, stderr=subprocess.PIPE, timeout=120)
+            proc = subprocess.run(
+                [str(lmplz), "-o", str(order), "--discount_fallback", "-S", "64M", "-T", str(work)],
+                stdin=fin,
+                stdout=fout,
+                stderr=subprocess.PIPE,
+                timeout=120,
+            )
         if proc.returncode != 0:
             log(f"{lmplz} -o {order} failed: {proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
             return None
-        proc = subprocess.run([str(build_binary), "-S", "64M", "-T", str(work), "probing", str(arpa), str(binary)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+        proc = subprocess.run(
+            [str(build_binary), "-S", "64M", "-T", str(work), "probing", str(arpa), str(binary)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
         if proc.returncode != 0:
             log(f"{build_binary} failed: {proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
             return None
@@ -117,13 +147,16 @@ def selftest_programs(bindir: Path, order: int, work: Path) -> Path | None:
 
 def selftest_module(arpa: Path, order: int) -> str | None:
     """Load `arpa` with this interpreter's kenlm module (in a child process); None on success, else the error."""
-    code = ("import sys, kenlm\n"
-            "m = kenlm.Model(sys.argv[1])\n"
-            "assert m.order == int(sys.argv[2]), m.order\n"
-            "s = m.score('t h e q u i c k', bos=True, eos=True)\n"
-            "assert s < 0, s\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(arpa), str(order)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    code = (
+        "import sys, kenlm\n"
+        "m = kenlm.Model(sys.argv[1])\n"
+        "assert m.order == int(sys.argv[2]), m.order\n"
+        "s = m.score('t h e q u i c k', bos=True, eos=True)\n"
+        "assert s < 0, s\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(arpa), str(order)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     if proc.returncode == 0:
         return None
     lines = proc.stdout.strip().splitlines()
@@ -132,6 +165,7 @@ def selftest_module(arpa: Path, order: int) -> str | None:
 
 # ---------------------------------------------------------------- sdist
 
+
 def fetch_sdist(version: str, cache: Path) -> Path:
     sdist = cache / f"kenlm-{version}.tar.gz"
     if sdist.is_file():
@@ -139,8 +173,20 @@ def fetch_sdist(version: str, cache: Path) -> Path:
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         # --no-binary only for kenlm: its build requirements (setuptools, wheel, cmake) stay wheels.
         # (--no-binary :all: would compile CMake itself from source to prepare kenlm's metadata.)
-        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", "kenlm",
-             f"kenlm=={version}", "-d", tmp])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                "kenlm",
+                f"kenlm=={version}",
+                "-d",
+                tmp,
+            ]
+        )
         found = list(Path(tmp).glob(f"kenlm-{version}.tar.gz"))
         if not found:
             raise SetupError(f"pip download kenlm=={version} gave no sdist: {os.listdir(tmp)}")
@@ -163,12 +209,15 @@ def unpack_sdist(sdist: Path, dest: Path, order: int) -> Path:
         raise SetupError(f"{sdist.name} lacks the C++ build files {missing}: cannot build lmplz/build_binary from it")
     setup_py = (src / "setup.py").read_text()
     if not re.search(r"""os\.getenv\(\s*["']MAX_ORDER["']""", setup_py):
-        raise SetupError(f"{sdist.name}'s setup.py does not read $MAX_ORDER: the wheel would silently get the "
-                         f"default order instead of {order}; update charlm/kenlm_setup.py")
+        raise SetupError(
+            f"{sdist.name}'s setup.py does not read $MAX_ORDER: the wheel would silently get the "
+            f"default order instead of {order}; update charlm/kenlm_setup.py"
+        )
     return src
 
 
 # ---------------------------------------------------------------- builds
+
 
 def build_programs(sdist: Path, cache: Path, order: int, jobs: int) -> Path:
     """lmplz + build_binary with -DKENLM_MAX_ORDER=order into cache/bin (kept if they already work)."""
@@ -182,8 +231,20 @@ def build_programs(sdist: Path, cache: Path, order: int, jobs: int) -> Path:
     with tempfile.TemporaryDirectory(dir=cache, prefix="build-") as tmp:
         src = unpack_sdist(sdist, Path(tmp) / "src", order)
         build = Path(tmp) / "build"
-        run(["cmake", "-S", src, "-B", build, "-DCMAKE_BUILD_TYPE=Release", f"-DKENLM_MAX_ORDER={order}",
-             "-DCOMPILE_TESTS=OFF", "-DENABLE_PYTHON=OFF"], quiet=True)
+        run(
+            [
+                "cmake",
+                "-S",
+                src,
+                "-B",
+                build,
+                "-DCMAKE_BUILD_TYPE=Release",
+                f"-DKENLM_MAX_ORDER={order}",
+                "-DCOMPILE_TESTS=OFF",
+                "-DENABLE_PYTHON=OFF",
+            ],
+            quiet=True,
+        )
         run(["cmake", "--build", build, "--target", *PROGRAMS, "--parallel", str(jobs)], quiet=True)
         staged = Path(tmp) / "bin"
         staged.mkdir()
@@ -215,8 +276,11 @@ def build_wheel(sdist: Path, cache: Path, version: str, order: int) -> Path:
         unpack_sdist(sdist, Path(tmp) / "check", order)  # refuse an sdist that ignores MAX_ORDER
         # setup.py builds a standalone libkenlm with CMake (-j4), then the extension with setuptools (serially).
         env = dict(os.environ, MAX_ORDER=str(order))
-        run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "-w", Path(tmp) / "out", sdist],
-            env=env, quiet=True)
+        run(
+            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir", "-w", Path(tmp) / "out", sdist],
+            env=env,
+            quiet=True,
+        )
         built = sorted((Path(tmp) / "out").glob("kenlm-*.whl"))
         if not built:
             raise SetupError("pip wheel produced no kenlm wheel")
@@ -228,6 +292,7 @@ def build_wheel(sdist: Path, cache: Path, version: str, order: int) -> Path:
 
 
 # ---------------------------------------------------------------- main
+
 
 def install_programs(src: Path, bindir: Path) -> None:
     bindir.mkdir(parents=True, exist_ok=True)
@@ -265,8 +330,10 @@ def ensure(version: str, order: int, cache: Path, bindir: Path, jobs: int, force
                     shutil.rmtree(wheel_dir(cache), ignore_errors=True)
                 sdist = sdist or fetch_sdist(version, cache)
                 wheel = build_wheel(sdist, cache, version, order)
-                run([sys.executable, "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-index", wheel],
-                    quiet=True)
+                run(
+                    [sys.executable, "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-index", wheel],
+                    quiet=True,
+                )
                 log(f"installed {wheel.name} into {sys.prefix}")
                 module_error = selftest_module(arpa, order)
                 if module_error is not None:
@@ -279,10 +346,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", default="0.3.0", help="kenlm version on PyPI (default %(default)s)")
     ap.add_argument("--max-order", type=int, default=21, help="KENLM_MAX_ORDER (default %(default)s)")
     ap.add_argument("--cache", type=Path, help="cache dir (default $KENLM_CACHE or ~/.cache/charlm/kenlm-<v>-order<n>)")
-    ap.add_argument("--bindir", type=Path, default=Path(sys.executable).parent,
-                    help="where lmplz/build_binary go (default: this interpreter's dir, %(default)s)")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="parallel jobs for the lmplz/build_binary build (default %(default)s)")
-    ap.add_argument("--force", action="store_true", help="rebuild the cached wheel and reinstall it even if the self-test passes")
+    ap.add_argument(
+        "--bindir",
+        type=Path,
+        default=Path(sys.executable).parent,
+        help="where lmplz/build_binary go (default: this interpreter's dir, %(default)s)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="parallel jobs for the lmplz/build_binary build (default %(default)s)",
+    )
+    ap.add_argument(
+        "--force", action="store_true", help="rebuild the cached wheel and reinstall it even if the self-test passes"
+    )
     args = ap.parse_args(argv)
     if args.max_order < 2:
         ap.error("--max-order must be >= 2")

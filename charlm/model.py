@@ -15,6 +15,7 @@ rnn / gru / lstm / lstm-gates layers also run torch's fused kernel for training,
 same parameters (tests prove the two agree, outputs and gradients). The GRU's `z` is traced in
 the papers' convention (the weight on the candidate), which is one minus torch's `z`.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -161,7 +162,9 @@ class GRULayer(nn.Module):
             if keep:
                 rs.append(reset), zs.append(1.0 - keep_old), ns.append(n)
         out = torch.stack(hs, 1)
-        cache = {"r": torch.stack(rs, 1), "z": torch.stack(zs, 1), "htilde": torch.stack(ns, 1), "h": out} if keep else {}
+        cache = (
+            {"r": torch.stack(rs, 1), "z": torch.stack(zs, 1), "htilde": torch.stack(ns, 1), "h": out} if keep else {}
+        )
         return out, (h,), cache
 
 
@@ -202,7 +205,11 @@ class LSTMLayer(nn.Module):
                 for k, v in zip(names[:5], (i, f, g, o, c)):
                     steps[k].append(v)
         out = torch.stack(steps["h"], 1)
-        cache = {k: (out if k == "h" else torch.stack(steps[k], 1)) for k in ("i", "f", "o", "ctilde", "c", "h")} if keep else {}
+        cache = (
+            {k: (out if k == "h" else torch.stack(steps[k], 1)) for k in ("i", "f", "o", "ctilde", "c", "h")}
+            if keep
+            else {}
+        )
         return out, (h, c), cache
 
 
@@ -306,7 +313,9 @@ def matched_size(arch: str, lstm_size: int, vocab_size: int, layers: int = 1) ->
     target = count_params(ModelConfig("lstm", vocab_size, layers, lstm_size))
     if arch in LSTM_FAMILY:
         return lstm_size
-    return min(range(1, 8 * lstm_size + 1), key=lambda h: abs(count_params(ModelConfig(arch, vocab_size, layers, h)) - target))
+    return min(
+        range(1, 8 * lstm_size + 1), key=lambda h: abs(count_params(ModelConfig(arch, vocab_size, layers, h)) - target)
+    )
 
 
 # ---------------------------------------------------------------------------------------------

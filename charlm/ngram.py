@@ -25,6 +25,7 @@ distribution depends on nothing else, so it is an exact and coarser key than the
 Artifacts: `artifacts/<corpus>/ngram-n{n}-{hash}/` with `model.probing`, `metrics.json`
 ("complete": true once built), `lmplz.log`, and `predictions/<split>.npz` (see predictions.py).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,18 +79,26 @@ def find_tool(name: str) -> Path:
     found = shutil.which(name)
     if found:
         return Path(found)
-    raise UserError(f"{name} not found (looked in {_search_dirs()[0]} and PATH): run `make setup` to build KenLM with KENLM_MAX_ORDER={DEFAULT_MAX_ORDER}")
+    raise UserError(
+        f"{name} not found (looked in {_search_dirs()[0]} and PATH): run `make setup` to build KenLM with "
+        f"KENLM_MAX_ORDER={DEFAULT_MAX_ORDER}"
+    )
 
 
 def _import_kenlm():
     try:
         import kenlm
     except ImportError:
-        raise UserError(f"the kenlm Python module is not installed: run `make setup` to build KenLM with KENLM_MAX_ORDER={DEFAULT_MAX_ORDER}") from None
+        raise UserError(
+            "the kenlm Python module is not installed: run `make setup` to build KenLM with "
+            f"KENLM_MAX_ORDER={DEFAULT_MAX_ORDER}"
+        ) from None
     return kenlm
 
 
-_MAX_ORDER_RE = re.compile(r"(?:compiled to support up to|KENLM_MAX_ORDER\s*=?\s*|maximum order(?: of| is)?)\s*(\d+)", re.I)
+_MAX_ORDER_RE = re.compile(
+    r"(?:compiled to support up to|KENLM_MAX_ORDER\s*=?\s*|maximum order(?: of| is)?)\s*(\d+)", re.I
+)
 
 
 def max_order() -> int:
@@ -111,8 +120,11 @@ def max_order() -> int:
 
 def _order_error(order: int, limit: int | None) -> UserError:
     limit_text = f"the compiled maximum {limit}" if limit else "KenLM's compiled maximum (KENLM_MAX_ORDER)"
-    return UserError(f"n-gram order {order} (n = {order - 1}) is above {limit_text}: choose n <= {(limit or DEFAULT_MAX_ORDER) - 1}, "
-                     f"or rebuild KenLM with a larger KENLM_MAX_ORDER")
+    return UserError(
+        f"n-gram order {order} (n = {order - 1}) is above {limit_text}: choose n <= "
+        f"{(limit or DEFAULT_MAX_ORDER) - 1}, "
+        f"or rebuild KenLM with a larger KENLM_MAX_ORDER"
+    )
 
 
 def _check_n(n: int) -> int:
@@ -217,14 +229,43 @@ def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: s
             f.write(" ".join(names[train].tolist()))
             f.write("\n")
         if progress:
-            print(f"{final.name}: lmplz -o {order} on {train.size:,} train characters of '{corpus.name}' (-S {memory}) ...", file=sys.stderr, flush=True)
-        lmplz_s = _run_tool([str(lmplz), "-o", str(order), "--discount_fallback", "-S", memory, "-T", str(sort_tmp) + "/",
-                             "--vocab_estimate", "4096", "--text", str(text), "--arpa", str(arpa)], log, "lmplz", order)
+            print(
+                f"{final.name}: lmplz -o {order} on {train.size:,} train characters of '{corpus.name}' (-S "
+                f"{memory}) ...",
+                file=sys.stderr,
+                flush=True,
+            )
+        lmplz_s = _run_tool(
+            [
+                str(lmplz),
+                "-o",
+                str(order),
+                "--discount_fallback",
+                "-S",
+                memory,
+                "-T",
+                str(sort_tmp) + "/",
+                "--vocab_estimate",
+                "4096",
+                "--text",
+                str(text),
+                "--arpa",
+                str(arpa),
+            ],
+            log,
+            "lmplz",
+            order,
+        )
         text.unlink()
         counts = _arpa_counts(arpa)
         arpa_bytes = arpa.stat().st_size
         if progress:
-            print(f"{final.name}: lmplz {lmplz_s:.1f} s, ARPA {arpa_bytes / 2**20:,.0f} MiB; build_binary {STRUCTURE} ...", file=sys.stderr, flush=True)
+            print(
+                f"{final.name}: lmplz {lmplz_s:.1f} s, ARPA {arpa_bytes / 2**20:,.0f} MiB; build_binary "
+                f"{STRUCTURE} ...",
+                file=sys.stderr,
+                flush=True,
+            )
         binary_s = _run_tool([str(build_binary), STRUCTURE, str(arpa), str(binary)], log, "build_binary", order)
         arpa.unlink()
         shutil.rmtree(sort_tmp, ignore_errors=True)
@@ -256,7 +297,12 @@ def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: s
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     if progress:
-        print(f"{final.name}: {metrics['model_bytes'] / 2**20:,.0f} MiB {STRUCTURE} binary, built in {metrics['build_seconds']:.1f} s", file=sys.stderr, flush=True)
+        print(
+            f"{final.name}: {metrics['model_bytes'] / 2**20:,.0f} MiB {STRUCTURE} binary, built in "
+            f"{metrics['build_seconds']:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
     return final
 
 
@@ -279,7 +325,9 @@ def load_model(folder: str | Path):
         raise UserError(f"cannot load n-gram model {path}: {message[:300]}") from None
 
 
-def score_stream(model, ids: np.ndarray, names: list[str], progress: bool = False, desc: str = "") -> tuple[np.ndarray, np.ndarray, dict]:
+def score_stream(
+    model, ids: np.ndarray, names: list[str], progress: bool = False, desc: str = ""
+) -> tuple[np.ndarray, np.ndarray, dict]:
     """Read `ids` as one stream from KenLM's null context; no sentence boundaries anywhere.
 
     Returns logp (n - 1, V) float32, row t = normalised natural-log distribution of ids[t + 1]
@@ -304,7 +352,15 @@ def score_stream(model, ids: np.ndarray, names: list[str], progress: bool = Fals
     base_score(state, words[seq[0]], nxt)  # the first character is context only
     state = nxt
     start = time.perf_counter()
-    bar = tqdm(total=T, unit="pos", unit_scale=True, desc=desc or "score", disable=not progress, dynamic_ncols=True, mininterval=1.0)
+    bar = tqdm(
+        total=T,
+        unit="pos",
+        unit_scale=True,
+        desc=desc or "score",
+        disable=not progress,
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
     step = 10_000
     for t in range(T):
         entry = cache.get(state)
@@ -326,12 +382,19 @@ def score_stream(model, ids: np.ndarray, names: list[str], progress: bool = Fals
     bar.update(T - bar.n)
     bar.close()
     seconds = time.perf_counter() - start
-    stats = {"positions": T, "seconds": round(seconds, 3), "positions_per_s": T / seconds if seconds > 0 else float("inf"),
-             "distinct_states": len(cache), "basescore_calls": len(cache) * V + T}
+    stats = {
+        "positions": T,
+        "seconds": round(seconds, 3),
+        "positions_per_s": T / seconds if seconds > 0 else float("inf"),
+        "distinct_states": len(cache),
+        "basescore_calls": len(cache) * V + T,
+    }
     return logp, raw10, stats
 
 
-def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress: bool = True, memory: str | None = None) -> Path:
+def predict(
+    corpus: str | corpora.Corpus, n: int, split: str = "test", progress: bool = True, memory: str | None = None
+) -> Path:
     """Predictions of one split (building the model if missing); returns the .npz path (cached)."""
     corpus = _load_corpus(corpus)
     ids = corpus.split(split)
@@ -340,10 +403,14 @@ def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress:
     if out.exists():
         return out
     model = load_model(folder)
-    logp, _, stats = score_stream(model, ids, token_names(corpus.vocab), progress=progress, desc=f"{folder.name} {split}")
+    logp, _, stats = score_stream(
+        model, ids, token_names(corpus.vocab), progress=progress, desc=f"{folder.name} {split}"
+    )
     predictions.save(out, logp, ids[1:], folder.name)
     metrics = _read_metrics(folder) or {}
-    metrics.setdefault("scoring", {})[split] = {k: (round(v, 1) if isinstance(v, float) else v) for k, v in stats.items()}
+    metrics.setdefault("scoring", {})[split] = {
+        k: (round(v, 1) if isinstance(v, float) else v) for k, v in stats.items()
+    }
     atomic.write_json(folder / "metrics.json", metrics)
     return out
 
@@ -351,7 +418,9 @@ def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress:
 # ----------------------------------------------------------------------------- bench
 
 
-def benchmark(corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH_POSITIONS, progress: bool = False) -> list[dict]:
+def benchmark(
+    corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH_POSITIONS, progress: bool = False
+) -> list[dict]:
     """`make bench`: lmplz time of the (n+1)-gram on the train split, and full-distribution scoring speed.
 
     The lmplz time is measured when the model is built; a cached build reports the time it recorded
@@ -371,15 +440,17 @@ def benchmark(corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH
     model = load_model(folder)
     ids = corpus.split("test")[: positions + 1]
     _, _, stats = score_stream(model, ids, token_names(corpus.vocab))
-    record.update({
-        "lmplz_seconds": float(metrics.get("lmplz_seconds", float("nan"))),
-        "build_binary_seconds": float(metrics.get("build_binary_seconds", float("nan"))),
-        "lmplz_cached": cached,
-        "model_mib": metrics.get("model_bytes", 0) / 2**20,
-        "positions": stats["positions"],
-        "positions_per_s": float(stats["positions_per_s"]),
-        "distinct_states": stats["distinct_states"],
-    })
+    record.update(
+        {
+            "lmplz_seconds": float(metrics.get("lmplz_seconds", float("nan"))),
+            "build_binary_seconds": float(metrics.get("build_binary_seconds", float("nan"))),
+            "lmplz_cached": cached,
+            "model_mib": metrics.get("model_bytes", 0) / 2**20,
+            "positions": stats["positions"],
+            "positions_per_s": float(stats["positions_per_s"]),
+            "distinct_states": stats["distinct_states"],
+        }
+    )
     return [record]
 
 
@@ -387,14 +458,25 @@ def benchmark(corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m charlm.ngram", description="Build KenLM character (n+1)-grams (modified Kneser-Ney), "
-                                     "score a split with full distributions, and print its cross-entropy (Karpathy et al. 2016, Table 2).")
+    parser = argparse.ArgumentParser(
+        prog="python -m charlm.ngram",
+        description="Build KenLM character (n+1)-grams (modified Kneser-Ney), "
+        "score a split with full distributions, and print its cross-entropy (Karpathy et al. 2016, Table 2).",
+    )
     add_corpus_arguments(parser)
-    parser.add_argument("--n", required=True, help="previous characters seen (the model is an (n+1)-gram); several as 1,2,3")
+    parser.add_argument(
+        "--n", required=True, help="previous characters seen (the model is an (n+1)-gram); several as 1,2,3"
+    )
     parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
-    parser.add_argument("--memory", default=None, help="lmplz -S sorting memory, e.g. 2G or 30%% (default: sized to the corpus, at most 30%% of RAM)")
+    parser.add_argument(
+        "--memory",
+        default=None,
+        help="lmplz -S sorting memory, e.g. 2G or 30%% (default: sized to the corpus, at most 30%% of RAM)",
+    )
     parser.add_argument("--build-only", action="store_true", help="build the models and stop")
-    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)")
+    parser.add_argument(
+        "--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     args = parser.parse_args(argv)
     ns = parse_int_list(args.n, "--n")
@@ -405,7 +487,10 @@ def main(argv=None) -> int:
         if args.build_only:
             folder = build(corpus, n, progress=not args.quiet, memory=args.memory)
             m = _read_metrics(folder)
-            print(f"{folder.name}: built in {m['build_seconds']:.1f} s (lmplz {m['lmplz_seconds']:.1f} s), {m['model_bytes'] / 2**20:,.1f} MiB -> {folder}")
+            print(
+                f"{folder.name}: built in {m['build_seconds']:.1f} s (lmplz {m['lmplz_seconds']:.1f} s), "
+                f"{m['model_bytes'] / 2**20:,.1f} MiB -> {folder}"
+            )
             continue
         path = predict(corpus, n, args.split, progress=not args.quiet, memory=args.memory)
         preds = predictions.load(path)

@@ -31,6 +31,7 @@ per grid member (a finished member is reused after an interruption), `checkpoint
 size), `metrics.json` ("complete": true once the grid is done) and `predictions/<split>.npz`.
 Checkpoints are a plain config + state_dict, loaded with `torch.load(..., weights_only=True)`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -97,7 +98,8 @@ class NNNConfig:
 
     def model_id(self, corpus_key: str) -> str:
         """`corpus_key` is `Corpus.key`: the corpus bytes and how they are split."""
-        return f"nnn-n{self.n}-{config_hash({**self.to_dict(), 'kind': 'nnn', 'format': FORMAT, 'corpus_sha256': corpus_key})}"
+        digest = config_hash({**self.to_dict(), "kind": "nnn", "format": FORMAT, "corpus_sha256": corpus_key})
+        return f"nnn-n{self.n}-{digest}"
 
 
 class NNN(nn.Module):
@@ -198,7 +200,9 @@ def _complete(path: Path) -> dict | None:
     return complete_metrics(path)
 
 
-def _train_one(config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path, model_id: str, progress: bool) -> dict:
+def _train_one(
+    config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path, model_id: str, progress: bool
+) -> dict:
     """Train one hidden size with the recipe; write out/checkpoint.pt (best on val) and out/metrics.json."""
     V = corpus.vocab_size
     train_ids = corpus.split("train")
@@ -222,8 +226,15 @@ def _train_one(config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path
     curve, best_val, best_state, bad, stopped = [], None, None, 0, None
     loss_sum, loss_steps, order = 0.0, 0, None
     started = time.perf_counter()
-    bar = tqdm(total=total_steps * batch, unit="char", unit_scale=True, desc=f"{model_id} H{hidden}", disable=not progress,
-               dynamic_ncols=True, mininterval=1.0)
+    bar = tqdm(
+        total=total_steps * batch,
+        unit="char",
+        unit_scale=True,
+        desc=f"{model_id} H{hidden}",
+        disable=not progress,
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
     model.train()
     try:
         for step in range(total_steps):
@@ -237,7 +248,9 @@ def _train_one(config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path
             loss = F.cross_entropy(model(x_train[idx]), y_train[idx])
             value = loss.item()
             if not math.isfinite(value):
-                raise UserError(f"training of {model_id} (hidden {hidden}) diverged at step {step} (loss {value}); try a lower lr")
+                raise UserError(
+                    f"training of {model_id} (hidden {hidden}) diverged at step {step} (loss {value}); try a lower lr"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -248,14 +261,27 @@ def _train_one(config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path
             done = step + 1
             if done % steps_per_epoch == 0 or done == total_steps:
                 val = evaluate(model, x_val, y_val)
-                curve.append({"epoch": round(done / steps_per_epoch, 4), "step": done, "chars": done * batch, "lr": lr,
-                              "train_loss": loss_sum / loss_steps, "val_loss": val})
+                curve.append(
+                    {
+                        "epoch": round(done / steps_per_epoch, 4),
+                        "step": done,
+                        "chars": done * batch,
+                        "lr": lr,
+                        "train_loss": loss_sum / loss_steps,
+                        "val_loss": val,
+                    }
+                )
                 loss_sum, loss_steps = 0.0, 0
                 if progress:
-                    bar.write(f"{model_id} H{hidden} epoch {done / steps_per_epoch:.2f}: train {curve[-1]['train_loss']:.4f}  val {val:.4f} nats/char")
+                    bar.write(
+                        f"{model_id} H{hidden} epoch {done / steps_per_epoch:.2f}: train "
+                        f"{curve[-1]['train_loss']:.4f}  val {val:.4f} nats/char"
+                    )
                 if best_val is None or val < best_val:
                     best_val, bad = val, 0
-                    best_state = _payload(model, corpus, config, model_id, hidden=hidden, val_loss=val, chars_trained=done * batch)
+                    best_state = _payload(
+                        model, corpus, config, model_id, hidden=hidden, val_loss=val, chars_trained=done * batch
+                    )
                 else:
                     bad += 1
                     if bad >= config.patience:
@@ -269,7 +295,8 @@ def _train_one(config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path
     save_payload(out / "checkpoint.pt", best_state)
     record = {
         "hidden": hidden,
-        "params": sum(p.numel() for p in model.parameters()) - hidden,  # the fixed zero "no character" row is no parameter
+        "params": sum(p.numel() for p in model.parameters())
+        - hidden,  # the fixed zero "no character" row is no parameter
         "best_val_loss": best_val,
         "chars_trained": curve[-1]["chars"],
         "chars_per_s": curve[-1]["chars"] / seconds if seconds > 0 else None,
@@ -290,8 +317,16 @@ def model_folder(corpus: corpora.Corpus, config: NNNConfig) -> Path:
     return artifacts_root() / corpus.name / config.model_id(corpus.key)
 
 
-def train_nnn(corpus: str | corpora.Corpus, n: int, hidden_grid=DEFAULT_GRID, max_chars: int | None = None,
-              epochs: int = _RECIPE["epochs"], seed: int = 0, progress: bool = True, **recipe) -> Path:
+def train_nnn(
+    corpus: str | corpora.Corpus,
+    n: int,
+    hidden_grid=DEFAULT_GRID,
+    max_chars: int | None = None,
+    epochs: int = _RECIPE["epochs"],
+    seed: int = 0,
+    progress: bool = True,
+    **recipe,
+) -> Path:
     """Train the grid of hidden sizes, keep the best on val; returns the artifact folder (cached when complete).
 
     `recipe` overrides other NNNConfig fields (batch_chars, lr, patience, eval_chars, ...).
@@ -299,7 +334,9 @@ def train_nnn(corpus: str | corpora.Corpus, n: int, hidden_grid=DEFAULT_GRID, ma
     corpus = _load_corpus(corpus)
     if isinstance(hidden_grid, int):
         hidden_grid = (hidden_grid,)
-    config = NNNConfig(corpus=corpus.name, n=n, hidden_grid=tuple(hidden_grid), seed=seed, epochs=epochs, max_chars=max_chars, **recipe)
+    config = NNNConfig(
+        corpus=corpus.name, n=n, hidden_grid=tuple(hidden_grid), seed=seed, epochs=epochs, max_chars=max_chars, **recipe
+    )
     config.validate()
     mid = config.model_id(corpus.key)
     out = model_folder(corpus, config)
@@ -315,19 +352,22 @@ def train_nnn(corpus: str | corpora.Corpus, n: int, hidden_grid=DEFAULT_GRID, ma
     best = min(grid, key=lambda r: r["best_val_loss"])
     payload = load_payload(out / f"H{best['hidden']}" / "checkpoint.pt")
     save_payload(out / "checkpoint.pt", payload)
-    atomic.write_json(out / "metrics.json", {
-        "model_id": mid,
-        "kind": "nnn",
-        "corpus": corpus.name,
-        "corpus_sha256": corpus.sha256,
-        "vocab_size": corpus.vocab_size,
-        "config": config.to_dict(),
-        "best_hidden": best["hidden"],
-        "best_val_loss": best["best_val_loss"],
-        "grid": [{k: v for k, v in r.items() if k != "complete"} for r in grid],
-        "seconds": round(sum(r["seconds"] for r in grid), 2),
-        "complete": True,
-    })
+    atomic.write_json(
+        out / "metrics.json",
+        {
+            "model_id": mid,
+            "kind": "nnn",
+            "corpus": corpus.name,
+            "corpus_sha256": corpus.sha256,
+            "vocab_size": corpus.vocab_size,
+            "config": config.to_dict(),
+            "best_hidden": best["hidden"],
+            "best_val_loss": best["best_val_loss"],
+            "grid": [{k: v for k, v in r.items() if k != "complete"} for r in grid],
+            "seconds": round(sum(r["seconds"] for r in grid), 2),
+            "complete": True,
+        },
+    )
     return out
 
 
@@ -346,19 +386,36 @@ def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m charlm.nnn", description="Train the n-NN baseline (one tanh hidden layer on the "
-                                     "one-hot of the last n characters; hidden size cross-validated), score a split, print its cross-entropy.")
+    parser = argparse.ArgumentParser(
+        prog="python -m charlm.nnn",
+        description="Train the n-NN baseline (one tanh hidden layer on the "
+        "one-hot of the last n characters; hidden size cross-validated), score a split, print its cross-entropy.",
+    )
     add_corpus_arguments(parser)
     parser.add_argument("--n", required=True, help="previous characters seen; several as 1,2,3")
-    parser.add_argument("--hidden", default=",".join(map(str, DEFAULT_GRID)), help="hidden sizes to cross-validate (default %(default)s)")
-    parser.add_argument("--max-chars", type=int, default=None, help="training-character budget per network (default: epochs only)")
-    parser.add_argument("--epochs", type=int, default=_RECIPE["epochs"], help="passes over the train split (default %(default)s)")
-    parser.add_argument("--batch-chars", type=int, default=_RECIPE["batch_size"] * _RECIPE["unroll"],
-                        help="positions per minibatch (default %(default)s = the recurrent recipe's 100 x 100 characters)")
+    parser.add_argument(
+        "--hidden",
+        default=",".join(map(str, DEFAULT_GRID)),
+        help="hidden sizes to cross-validate (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-chars", type=int, default=None, help="training-character budget per network (default: epochs only)"
+    )
+    parser.add_argument(
+        "--epochs", type=int, default=_RECIPE["epochs"], help="passes over the train split (default %(default)s)"
+    )
+    parser.add_argument(
+        "--batch-chars",
+        type=int,
+        default=_RECIPE["batch_size"] * _RECIPE["unroll"],
+        help="positions per minibatch (default %(default)s = the recurrent recipe's 100 x 100 characters)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)")
+    parser.add_argument(
+        "--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     ns = parse_int_list(args.n, "--n")
@@ -369,12 +426,24 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     corpus = corpora.load(args.corpus, split_mode=args.splits)
     for n in ns:
-        path = predict(corpus, n, args.split, progress=not args.quiet, hidden_grid=grid, max_chars=args.max_chars,
-                       epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars)
+        path = predict(
+            corpus,
+            n,
+            args.split,
+            progress=not args.quiet,
+            hidden_grid=grid,
+            max_chars=args.max_chars,
+            epochs=args.epochs,
+            seed=args.seed,
+            batch_chars=args.batch_chars,
+        )
         metrics = json.loads((path.parent.parent / "metrics.json").read_text())
         preds = predictions.load(path)
         grid_text = ", ".join(f"H{r['hidden']} {r['best_val_loss']:.4f}" for r in metrics["grid"])
-        print(f"{preds.model_id}: hidden {metrics['best_hidden']} (val: {grid_text}); {preds.summary(args.split, args.resamples)} -> {path}")
+        print(
+            f"{preds.model_id}: hidden {metrics['best_hidden']} (val: {grid_text}); "
+            f"{preds.summary(args.split, args.resamples)} -> {path}"
+        )
     return 0
 
 

@@ -1,4 +1,5 @@
 """Every artifact path, defined once. Artifacts are derived, git-ignored, and keyed by config hash."""
+
 from __future__ import annotations
 
 import hashlib

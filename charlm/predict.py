@@ -5,6 +5,7 @@
 writes predictions/<split>.npz beside the checkpoint (see predictions.py for the contract) and
 prints the cross-entropy in nats and bits per character with its bootstrap standard deviation.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ from .paths import predictions_path
 
 
 @torch.no_grad()
-def predict_logprobs(model: CharLM, ids: np.ndarray, chunk: int = 4096, progress: bool = False, desc: str = "") -> np.ndarray:
+def predict_logprobs(
+    model: CharLM, ids: np.ndarray, chunk: int = 4096, progress: bool = False, desc: str = ""
+) -> np.ndarray:
     """(n,) ids read as one stream -> (n - 1, V) float32 log-probabilities of each next id."""
     model.eval()
     inputs = torch.from_numpy(np.asarray(ids[:-1], dtype=np.int64))[None]  # (1, n-1)
@@ -42,9 +45,13 @@ def corpus_for(model: CharLM) -> corpora.Corpus:
     """The corpus a checkpoint was trained on, verified by its sha256."""
     meta = model.meta
     name = meta.get("corpus") or meta.get("train_config", {}).get("corpus")
-    corpus = corpora.load(meta.get("train_config", {}).get("corpus", name), split_mode=meta.get("corpus_splits", "contiguous"))
+    corpus = corpora.load(
+        meta.get("train_config", {}).get("corpus", name), split_mode=meta.get("corpus_splits", "contiguous")
+    )
     if corpus.sha256 != meta.get("corpus_sha256"):
-        raise UserError(f"corpus '{corpus.name}' (sha256 {corpus.sha256[:12]}...) is not the one this checkpoint was trained on")
+        raise UserError(
+            f"corpus '{corpus.name}' (sha256 {corpus.sha256[:12]}...) is not the one this checkpoint was trained on"
+        )
     return corpus
 
 
@@ -65,8 +72,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.predict", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path, help="a checkpoint.pt written by charlm.train")
     parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
-    parser.add_argument("--out", type=Path, default=None, help="output .npz (default: predictions/<split>.npz beside the checkpoint)")
-    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output .npz (default: predictions/<split>.npz beside the checkpoint)"
+    )
+    parser.add_argument(
+        "--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     path = predict_split(args.checkpoint, args.split, args.out, progress=not args.quiet)

@@ -5,6 +5,7 @@ over the byte vocabulary of character t + 1 given characters 0..t of the split, 
 continuous stream. `targets` (n - 1,) are the true next characters. Neural nets, n-grams and
 n-NNs all write this, so every analysis that reads Predictions works for every model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,8 +41,10 @@ class Predictions:
     def summary(self, split: str, resamples: int = 100) -> str:
         """One line for the CLIs: cross-entropy in nats and bits per character with its bootstrap std."""
         mean, std = self.cross_entropy(resamples)
-        return (f"{split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / LN2:.4f} +- {std / LN2:.4f} bits/char "
-                f"({self.targets.size:,} positions)")
+        return (
+            f"{split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / LN2:.4f} +- {std / LN2:.4f} bits/char "
+            f"({self.targets.size:,} positions)"
+        )
 
 
 def bootstrap_mean(values: np.ndarray, resamples: int = 100, seed: int = 0) -> tuple[float, float]:

@@ -5,12 +5,14 @@ cluster through `Client(address).get_executor()`. Jobs are plain top-level funct
 plain arguments, so the same job list runs anywhere, and artifacts are keyed by config hash, so
 a job that a previous (or interrupted) sweep finished returns at once.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from tqdm import tqdm
 

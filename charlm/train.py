@@ -12,6 +12,7 @@ A run writes under `artifacts/<corpus>/<model id>/`:
 Killed at any moment and started again with the same command, a run resumes from state.pt
 and ends with the same numbers as an uninterrupted one (same seed, CPU).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -161,7 +162,9 @@ def train(
     x_train, y_train = torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).to(device)
     val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
     if val_ids.size < 2:
-        raise UserError(f"the val split of corpus '{corpus.name}' has {val_ids.size} characters: too few to validate on")
+        raise UserError(
+            f"the val split of corpus '{corpus.name}' has {val_ids.size} characters: too few to validate on"
+        )
     steps_per_epoch = x_train.shape[0]
     chars_per_step = config.batch_size * config.unroll
     total_steps = config.epochs * steps_per_epoch
@@ -173,14 +176,29 @@ def train(
     model = CharLM(config.model_config(corpus.vocab_size)).to(device)
     optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
     vocab = corpus.vocab.tolist()
-    meta = {"model_id": model_id, "train_config": asdict(config), "corpus": corpus.name, "corpus_splits": corpus.split_mode}
-    progress_state = {"step": 0, "seconds": 0.0, "epochs": [], "best_val": None, "bad_epochs": 0, "epoch_loss_sum": 0.0, "epoch_steps": 0}
+    meta = {
+        "model_id": model_id,
+        "train_config": asdict(config),
+        "corpus": corpus.name,
+        "corpus_splits": corpus.split_mode,
+    }
+    progress_state = {
+        "step": 0,
+        "seconds": 0.0,
+        "epochs": [],
+        "best_val": None,
+        "bad_epochs": 0,
+        "epoch_loss_sum": 0.0,
+        "epoch_steps": 0,
+    }
     carried = None
     state_path = out / "state.pt"
     if state_path.exists():
         saved = load_payload(state_path)
         if saved.get("model_id") != model_id:
-            raise UserError(f"{state_path} belongs to another model ({saved.get('model_id')}); give a new --out for {model_id}")
+            raise UserError(
+                f"{state_path} belongs to another model ({saved.get('model_id')}); give a new --out for {model_id}"
+            )
         model.load_state_dict(saved["state_dict"])
         optimizer.load_state_dict(saved["optimizer"])
         torch.set_rng_state(saved["rng"])
@@ -190,19 +208,22 @@ def train(
     (out / "snapshots").mkdir(exist_ok=True)
 
     def write_metrics(complete: bool, stopped: str | None = None):
-        atomic.write_json(metrics_path, {
-            **meta,
-            "model_config": model.config.to_dict(),
-            "params": count_params(model.config),
-            "corpus_sha256": corpus.sha256,
-            "vocab_size": corpus.vocab_size,
-            "chars_trained": progress_state["step"] * chars_per_step,
-            "seconds": round(progress_state["seconds"], 2),
-            "epochs": progress_state["epochs"],
-            "best_val_loss": progress_state["best_val"],
-            "complete": complete,
-            "stopped": stopped,
-        })
+        atomic.write_json(
+            metrics_path,
+            {
+                **meta,
+                "model_config": model.config.to_dict(),
+                "params": count_params(model.config),
+                "corpus_sha256": corpus.sha256,
+                "vocab_size": corpus.vocab_size,
+                "chars_trained": progress_state["step"] * chars_per_step,
+                "seconds": round(progress_state["seconds"], 2),
+                "epochs": progress_state["epochs"],
+                "best_val_loss": progress_state["best_val"],
+                "complete": complete,
+                "stopped": stopped,
+            },
+        )
 
     def save_state():
         save_payload(state_path, {"model_id": model_id, **_state_payload(model, optimizer, carried, progress_state)})
@@ -212,8 +233,16 @@ def train(
 
     model.train()
     started, last_save = time.perf_counter(), time.perf_counter()
-    bar = tqdm(total=total_steps * chars_per_step, initial=progress_state["step"] * chars_per_step, unit="char",
-               unit_scale=True, desc=model_id, disable=not progress, dynamic_ncols=True, mininterval=1.0)
+    bar = tqdm(
+        total=total_steps * chars_per_step,
+        initial=progress_state["step"] * chars_per_step,
+        unit="char",
+        unit_scale=True,
+        desc=model_id,
+        disable=not progress,
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
     stopped = None
     try:
         while progress_state["step"] < total_steps:
@@ -228,15 +257,22 @@ def train(
             loss = F.cross_entropy(logits.flatten(0, 1), y_train[batch].flatten())
             loss_value = loss.item()
             if not math.isfinite(loss_value) or loss_value > 3 * math.log(corpus.vocab_size) + 1:
-                raise TrainingDiverged(f"training of {model_id} diverged at step {step} (epoch {epoch + 1}, loss {loss_value:.3g}); "
-                                       f"{kept()}; try a lower --lr or gradient clip")
+                raise TrainingDiverged(
+                    f"training of {model_id} diverged at step {step} (epoch {epoch + 1}, loss {loss_value:.3g}); "
+                    f"{kept()}; try a lower --lr or gradient clip"
+                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
-            if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():  # never save non-finite weights
-                raise TrainingDiverged(f"training of {model_id} diverged at step {step} (epoch {epoch + 1}): the update made weights non-finite; "
-                                       f"{kept()}; try a lower --lr or gradient clip")
+            if not torch.stack(
+                [torch.isfinite(p).all() for p in model.parameters()]
+            ).all():  # never save non-finite weights
+                raise TrainingDiverged(
+                    f"training of {model_id} diverged at step {step} (epoch {epoch + 1}): the update made "
+                    "weights non-finite; "
+                    f"{kept()}; try a lower --lr or gradient clip"
+                )
             carried = [tuple(t.detach() for t in s) for s in carried]  # truncate BPTT at the window edge
             progress_state["step"] = step = step + 1
             progress_state["epoch_loss_sum"] += loss_value
@@ -244,21 +280,45 @@ def train(
             bar.update(chars_per_step)
             bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", refresh=False)
             if step in snap_at:
-                save_checkpoint(out / "snapshots" / f"step{step:07d}.pt", model, vocab, corpus.sha256,
-                                step=step, chars_trained=step * chars_per_step, **meta)
+                save_checkpoint(
+                    out / "snapshots" / f"step{step:07d}.pt",
+                    model,
+                    vocab,
+                    corpus.sha256,
+                    step=step,
+                    chars_trained=step * chars_per_step,
+                    **meta,
+                )
             end_of_epoch = step % steps_per_epoch == 0
             if end_of_epoch or step == total_steps:
                 val = evaluate(model, val_ids, config.batch_size, config.unroll)
-                progress_state["epochs"].append({
-                    "epoch": round(step / steps_per_epoch, 4), "step": step, "chars": step * chars_per_step, "lr": lr,
-                    "train_loss": progress_state["epoch_loss_sum"] / progress_state["epoch_steps"], "val_loss": val,
-                })
+                progress_state["epochs"].append(
+                    {
+                        "epoch": round(step / steps_per_epoch, 4),
+                        "step": step,
+                        "chars": step * chars_per_step,
+                        "lr": lr,
+                        "train_loss": progress_state["epoch_loss_sum"] / progress_state["epoch_steps"],
+                        "val_loss": val,
+                    }
+                )
                 progress_state["epoch_loss_sum"], progress_state["epoch_steps"] = 0.0, 0
-                bar.write(f"{model_id} epoch {step / steps_per_epoch:.2f}: train {progress_state['epochs'][-1]['train_loss']:.4f}  val {val:.4f} nats/char")
+                bar.write(
+                    f"{model_id} epoch {step / steps_per_epoch:.2f}: train "
+                    f"{progress_state['epochs'][-1]['train_loss']:.4f}  val {val:.4f} nats/char"
+                )
                 if progress_state["best_val"] is None or val < progress_state["best_val"]:
                     progress_state["best_val"], progress_state["bad_epochs"] = val, 0
-                    save_checkpoint(out / "checkpoint.pt", model, vocab, corpus.sha256, step=step,
-                                    chars_trained=step * chars_per_step, val_loss=val, **meta)
+                    save_checkpoint(
+                        out / "checkpoint.pt",
+                        model,
+                        vocab,
+                        corpus.sha256,
+                        step=step,
+                        chars_trained=step * chars_per_step,
+                        val_loss=val,
+                        **meta,
+                    )
                 else:
                     progress_state["bad_epochs"] += 1
                 if progress_state["bad_epochs"] >= config.patience:
@@ -275,7 +335,9 @@ def train(
     progress_state["seconds"] += time.perf_counter() - started
     save_state()
     if stopped is None:
-        stopped = "budget" if config.max_chars is not None and total_steps < config.epochs * steps_per_epoch else "epochs"
+        stopped = (
+            "budget" if config.max_chars is not None and total_steps < config.epochs * steps_per_epoch else "epochs"
+        )
     write_metrics(complete=True, stopped=stopped)
     return out
 
@@ -284,25 +346,60 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = {f.name: f.default for f in fields(TrainConfig)}
     add_corpus_arguments(parser)
     parser.add_argument("--arch", required=True, help=f"one of: {', '.join(ARCHS)}")
-    parser.add_argument("--layers", type=int, default=defaults["layers"], help="stacked recurrent layers (default %(default)s)")
+    parser.add_argument(
+        "--layers", type=int, default=defaults["layers"], help="stacked recurrent layers (default %(default)s)"
+    )
     parser.add_argument("--size", type=int, default=defaults["size"], help="hidden width (default %(default)s)")
-    parser.add_argument("--dropout", type=float, default=defaults["dropout"], help="dropout between layers (default %(default)s)")
+    parser.add_argument(
+        "--dropout", type=float, default=defaults["dropout"], help="dropout between layers (default %(default)s)"
+    )
     parser.add_argument("--seed", type=int, default=defaults["seed"], help="random seed (default %(default)s)")
-    parser.add_argument("--epochs", type=int, default=defaults["epochs"], help="passes over the train split (default %(default)s)")
-    parser.add_argument("--max-chars", type=int, default=None, help="stop after this many training characters (default: no budget)")
-    parser.add_argument("--eval-chars", type=int, default=None, help="validate on a prefix of this many chars (default: the whole val split)")
+    parser.add_argument(
+        "--epochs", type=int, default=defaults["epochs"], help="passes over the train split (default %(default)s)"
+    )
+    parser.add_argument(
+        "--max-chars", type=int, default=None, help="stop after this many training characters (default: no budget)"
+    )
+    parser.add_argument(
+        "--eval-chars",
+        type=int,
+        default=None,
+        help="validate on a prefix of this many chars (default: the whole val split)",
+    )
     parser.add_argument("--lr", type=float, default=defaults["lr"], help="RMSProp learning rate (default %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="parallel streams (default %(default)s)")
-    parser.add_argument("--unroll", type=int, default=defaults["unroll"], help="truncated-BPTT steps (default %(default)s)")
-    parser.add_argument("--patience", type=int, default=defaults["patience"], help="early-stopping patience in epochs (default %(default)s)")
-    parser.add_argument("--no-fused", action="store_true", help="train with the hand-written cells even where a fused kernel exists")
+    parser.add_argument(
+        "--batch-size", type=int, default=defaults["batch_size"], help="parallel streams (default %(default)s)"
+    )
+    parser.add_argument(
+        "--unroll", type=int, default=defaults["unroll"], help="truncated-BPTT steps (default %(default)s)"
+    )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=defaults["patience"],
+        help="early-stopping patience in epochs (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-fused", action="store_true", help="train with the hand-written cells even where a fused kernel exists"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig(
-        corpus=args.corpus, arch=args.arch, layers=args.layers, size=args.size, dropout=args.dropout, seed=args.seed,
-        epochs=args.epochs, max_chars=args.max_chars, eval_chars=args.eval_chars, lr=args.lr,
-        batch_size=args.batch_size, unroll=args.unroll, patience=args.patience, fused=not args.no_fused,
+        corpus=args.corpus,
+        arch=args.arch,
+        layers=args.layers,
+        size=args.size,
+        dropout=args.dropout,
+        seed=args.seed,
+        epochs=args.epochs,
+        max_chars=args.max_chars,
+        eval_chars=args.eval_chars,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        unroll=args.unroll,
+        patience=args.patience,
+        fused=not args.no_fused,
     )
 
 
@@ -316,20 +413,32 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="output folder (default artifacts/<corpus>/<model id>)")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default: cuda when available)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--checkpoint-every", type=float, default=60.0, help="seconds between resume checkpoints (default %(default)s)")
+    parser.add_argument(
+        "--checkpoint-every", type=float, default=60.0, help="seconds between resume checkpoints (default %(default)s)"
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     config = config_from_args(args)
     config.validate()  # bad settings are reported before the corpus is read
     try:
-        out = train(config, args.out, corpora.load(config.corpus, split_mode=args.splits), progress=not args.quiet, checkpoint_every_s=args.checkpoint_every, threads=args.threads,
-                    device=args.device)
+        out = train(
+            config,
+            args.out,
+            corpora.load(config.corpus, split_mode=args.splits),
+            progress=not args.quiet,
+            checkpoint_every_s=args.checkpoint_every,
+            threads=args.threads,
+            device=args.device,
+        )
     except TrainingDiverged as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_DIVERGED
     metrics = json.loads((out / "metrics.json").read_text())
-    print(f"{metrics['model_id']}: best val {metrics['best_val_loss']:.4f} nats/char after {metrics['chars_trained']:,} chars "
-          f"({metrics['seconds']:.0f} s, stopped: {metrics['stopped']}) -> {out}")
+    print(
+        f"{metrics['model_id']}: best val {metrics['best_val_loss']:.4f} nats/char after "
+        f"{metrics['chars_trained']:,} chars "
+        f"({metrics['seconds']:.0f} s, stopped: {metrics['stopped']}) -> {out}"
+    )
     return 0
 
 

@@ -1,4 +1,5 @@
 """`python -m corpora {info,fetch,build}`: inspect, download or build a corpus."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,14 +19,23 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("info", help="size in bytes, vocabulary size, sha256 and split sizes")
     p.add_argument("name", help=f"one of {', '.join(REGISTRY)}, or a path to a text file")
-    p.add_argument("--splits", default="contiguous", choices=SPLIT_MODES, help="contiguous in file order (default) or char-rnn's interleaved splits")
+    p.add_argument(
+        "--splits",
+        default="contiguous",
+        choices=SPLIT_MODES,
+        help="contiguous in file order (default) or char-rnn's interleaved splits",
+    )
     p = sub.add_parser("fetch", help="download a corpus and verify its sha256")
     p.add_argument("name", choices=sorted(n for n, s in REGISTRY.items() if s.url))
     p.add_argument("--url", help="download from this address instead of the registry's")
     p = sub.add_parser("build", help="build the Linux corpus from a kernel source tree or tarball")
     p.add_argument("name", choices=["linux"])
     p.add_argument("--from", dest="source", required=True, type=Path, help="kernel source tree or .tar[.gz|.xz]")
-    p.add_argument("--no-verify", action="store_true", help="keep the result even if it is not the registered file (another kernel version)")
+    p.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="keep the result even if it is not the registered file (another kernel version)",
+    )
     args = parser.parse_args(argv)
 
     if args.command == "info":

@@ -3,14 +3,16 @@
 A crash or a kill never leaves a file the cache would take as complete: either the old
 file (or none) is there, or the new one in full.
 """
+
 from __future__ import annotations
 
 import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 def _umask() -> int:

@@ -4,6 +4,7 @@ As in char-rnn: the split is cut into `batch_size` equal contiguous streams; bat
 window k of every stream, so the hidden state carried from batch k to k+1 continues each
 stream exactly where it stopped.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ from .errors import UserError
 
 
 def stream_windows(ids: np.ndarray, batch_size: int, unroll: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return inputs and targets as (n_batches, B, unroll) int64 arrays (the tail that does not fill a window is dropped)."""
+    """Inputs and targets as (n_batches, B, unroll) int64 arrays; the tail that fills no window is dropped."""
     n = (ids.size - 1) // batch_size  # steps per stream
     n_batches = n // unroll
     if n_batches == 0:

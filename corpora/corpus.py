@@ -4,6 +4,7 @@ Models read bytes, not code points (the papers' War and Peace has 3,258,246 byte
 distinct byte values). The vocabulary is the sorted set of byte values in the corpus, and the
 splits are contiguous in file order, as in Karpathy et al. (2016) sec 4.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,7 +42,8 @@ REGISTRY: dict[str, CorpusSpec] = {
         size=3_258_246,
         sha256="fb66ba999dafe24017cdd59e04c56d385a9c8466993d374fd4c6f08b2142985e",
         split_fractions=(0.8, 0.1, 0.1),
-        source="Tolstoy, War and Peace, the file of Karpathy's char-rnn data page (Project Gutenberg ebook 2600, UTF-8 with BOM, CRLF)",
+        source="Tolstoy, War and Peace, the file of Karpathy's char-rnn data page (Project Gutenberg ebook "
+        "2600, UTF-8 with BOM, CRLF)",
         url="https://cs.stanford.edu/people/karpathy/char-rnn/warpeace_input.txt",
     ),
     "linux": CorpusSpec(
@@ -50,7 +52,8 @@ REGISTRY: dict[str, CorpusSpec] = {
         size=6_206_996,
         sha256="a671be291a6125367f6dc61490566e0be600b7b8e1ca098d54ffeea8550e25dc",
         split_fractions=(0.9, 0.05, 0.05),
-        source="every *.c and *.h under kernel/ of the Linux 6.1 source, paths sorted, shuffled with random.Random(0), concatenated, cut at 6,206,996 bytes",
+        source="every *.c and *.h under kernel/ of the Linux 6.1 source, paths sorted, shuffled with "
+        "random.Random(0), concatenated, cut at 6,206,996 bytes",
     ),
 }
 
@@ -82,7 +85,9 @@ class Corpus:
             raise UserError(f"split fractions {self.split_fractions} must be non-negative and sum to 1")
 
     @classmethod
-    def from_bytes(cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1), split_mode: str = "contiguous") -> "Corpus":
+    def from_bytes(
+        cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1), split_mode: str = "contiguous"
+    ) -> Corpus:
         return cls(name, np.frombuffer(bytes(data), dtype=np.uint8), tuple(split_fractions), split_mode)
 
     @cached_property
@@ -111,7 +116,9 @@ class Corpus:
     def encode(self, data: bytes | np.ndarray) -> np.ndarray:
         table = np.full(256, 255, dtype=np.uint8)
         table[self.vocab] = np.arange(self.vocab_size, dtype=np.uint8)
-        raw = np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else np.asarray(data, np.uint8)
+        raw = (
+            np.frombuffer(data, dtype=np.uint8) if isinstance(data, (bytes, bytearray)) else np.asarray(data, np.uint8)
+        )
         ids = table[raw]
         if self.vocab_size < 256 and (ids == 255).any():  # 255 is never a valid index then
             bad = sorted(set(raw[ids == 255].tolist()))[:5]
@@ -186,12 +193,22 @@ def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mo
     folder = Path(directory) if directory is not None else corpora_dir()
     path = folder / spec.filename
     if not path.exists():
-        hint = f"`python -m corpora fetch {spec.name}`" if spec.url else f"`python -m corpora build {spec.name} --from PATH`"
-        raise UserError(f"corpus '{spec.name}' not found at {path}: set CORPORA_DIR to a folder holding {spec.filename}, or run {hint}")
+        hint = (
+            f"`python -m corpora fetch {spec.name}`"
+            if spec.url
+            else f"`python -m corpora build {spec.name} --from PATH`"
+        )
+        raise UserError(
+            f"corpus '{spec.name}' not found at {path}: set CORPORA_DIR to a folder holding {spec.filename}, "
+            f"or run {hint}"
+        )
     data = _read_file(path, f"corpus '{spec.name}'")
     digest = hashlib.sha256(data).hexdigest()
     if digest != spec.sha256:
-        raise UserError(f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... ({len(data)} bytes, expected {spec.size}): the file is not the registered corpus")
+        raise UserError(
+            f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... "
+            f"({len(data)} bytes, expected {spec.size}): the file is not the registered corpus"
+        )
     corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions, split_mode)
     corpus.__dict__["sha256"] = digest  # already computed above
     return corpus

@@ -3,11 +3,12 @@
 Every command-line entry point of the suite runs through `run_cli`, so a missing corpus, a
 corrupt checkpoint or an impossible size never ends in a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 EXIT_BAD_INPUT = 2
 
@@ -43,6 +44,12 @@ def add_corpus_arguments(parser: argparse.ArgumentParser) -> None:
     """--corpus and --splits, as every command that trains or scores reads them."""
     from .corpus import REGISTRY, SPLIT_MODES  # corpus.py imports this module
 
-    parser.add_argument("--corpus", required=True, help=f"registered corpus ({', '.join(REGISTRY)}) or a path to a text file")
-    parser.add_argument("--splits", default="contiguous", choices=SPLIT_MODES,
-                        help="contiguous splits in file order (default) or char-rnn's, which the papers trained with")
+    parser.add_argument(
+        "--corpus", required=True, help=f"registered corpus ({', '.join(REGISTRY)}) or a path to a text file"
+    )
+    parser.add_argument(
+        "--splits",
+        default="contiguous",
+        choices=SPLIT_MODES,
+        help="contiguous splits in file order (default) or char-rnn's, which the papers trained with",
+    )

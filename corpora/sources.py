@@ -1,4 +1,5 @@
 """Getting the raw corpora: download and verify War and Peace, build the Linux corpus from a kernel tree."""
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,10 @@ def _spec(name: str) -> CorpusSpec:
 def _verify(spec: CorpusSpec, data: bytes, origin: str) -> None:
     digest = hashlib.sha256(data).hexdigest()
     if digest != spec.sha256:
-        raise UserError(f"{origin}: sha256 {digest[:12]}... ({len(data)} bytes) does not match corpus '{spec.name}' ({spec.sha256[:12]}..., {spec.size} bytes); nothing was written")
+        raise UserError(
+            f"{origin}: sha256 {digest[:12]}... ({len(data)} bytes) does not match corpus '{spec.name}' "
+            f"({spec.sha256[:12]}..., {spec.size} bytes); nothing was written"
+        )
 
 
 def fetch(name: str, directory: Path | None = None, url: str | None = None) -> Path:
@@ -33,7 +37,9 @@ def fetch(name: str, directory: Path | None = None, url: str | None = None) -> P
     spec = _spec(name)
     url = url or spec.url
     if url is None:
-        raise UserError(f"corpus '{name}' has no download address; build it with `python -m corpora build {name} --from PATH`")
+        raise UserError(
+            f"corpus '{name}' has no download address; build it with `python -m corpora build {name} --from PATH`"
+        )
     target = (directory or corpora_dir()) / spec.filename
     try:
         with urllib.request.urlopen(url, timeout=60) as response:
@@ -44,7 +50,10 @@ def fetch(name: str, directory: Path | None = None, url: str | None = None) -> P
                     buf.write(chunk)
                     bar.update(len(chunk))
     except (urllib.error.URLError, OSError) as err:
-        raise UserError(f"could not download {url}: {err}; on an offline machine set CORPORA_DIR to a folder holding {spec.filename}") from None
+        raise UserError(
+            f"could not download {url}: {err}; on an offline machine set CORPORA_DIR to a folder holding "
+            f"{spec.filename}"
+        ) from None
     data = buf.getvalue()
     _verify(spec, data, url)
     return atomic.write_bytes(target, data)

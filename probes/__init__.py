@@ -1,1 +1,1 @@
-"""Probes for interpretable cells: per-character feature labels from raw text, probe estimators, control tasks (DESIGN.md sec 5, `cells`)."""
+"""Probes for interpretable cells: per-character labels from raw text, probe estimators, control tasks (`cells`)."""

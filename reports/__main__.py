@@ -1,4 +1,5 @@
 """`python -m reports --profile quick`: train what is missing, run every analysis, render the report."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,11 +14,21 @@ from .profiles import available, load_profile
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.split("\n")[0].split(": ", 1)[1])
-    parser.add_argument("--profile", default="quick", help=f"one of {', '.join(available())}, or a .toml path (default %(default)s)")
-    parser.add_argument("--scheduler", default=None, help="Dask scheduler address, e.g. tcp://host:8786 (default: $DASK_SCHEDULER, else local processes)")
+    parser.add_argument(
+        "--profile", default="quick", help=f"one of {', '.join(available())}, or a .toml path (default %(default)s)"
+    )
+    parser.add_argument(
+        "--scheduler",
+        default=None,
+        help="Dask scheduler address, e.g. tcp://host:8786 (default: $DASK_SCHEDULER, else local processes)",
+    )
     parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the profile's)")
-    parser.add_argument("--corpus", action="append", default=None, help="replace the profile's corpora (name or file path; repeatable)")
-    parser.add_argument("--build-dir", type=Path, default=BUILD_ROOT, help="where reports are written (default %(default)s)")
+    parser.add_argument(
+        "--corpus", action="append", default=None, help="replace the profile's corpora (name or file path; repeatable)"
+    )
+    parser.add_argument(
+        "--build-dir", type=Path, default=BUILD_ROOT, help="where reports are written (default %(default)s)"
+    )
     args = parser.parse_args(argv)
     run(RunOptions(load_profile(args.profile), args.corpus, args.scheduler, args.workers, args.build_dir))
     return 0

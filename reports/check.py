@@ -51,7 +51,9 @@ TIMEOUT_S = 60
 RESULT_ID = "charlm-check-result"
 PROBE = """<script>(() => {
   const errors = [];
-  const text = (x) => { try { return x instanceof Error ? `${x.name}: ${x.message}` : String(x); } catch (e) { return "?"; } };
+  const text = (x) => {
+    try { return x instanceof Error ? `${x.name}: ${x.message}` : String(x); } catch (e) { return "?"; }
+  };
   const consoleError = console.error.bind(console);
   console.error = (...args) => { errors.push("console.error: " + args.map(text).join(" ")); consoleError(...args); };
   window.addEventListener("error", (e) => {
@@ -70,11 +72,11 @@ PROBE = """<script>(() => {
     }
     const out = document.createElement("script");
     out.type = "application/json";
-    out.id = "%s";
+    out.id = "RESULT_ID_PLACEHOLDER";
     out.textContent = JSON.stringify(errors).replace(/</g, "\\\\u003c");
     document.documentElement.appendChild(out);
   }, 0));
-})();</script>""" % RESULT_ID
+})();</script>""".replace("RESULT_ID_PLACEHOLDER", RESULT_ID)
 
 
 class ChromiumMissing(RuntimeError):
@@ -91,7 +93,7 @@ def _chromium() -> str:
 def _with_probe(page: str, base_uri: str) -> str:
     inject = f'<base href="{html.escape(base_uri)}">{PROBE}'
     head = re.search(r"<head\b[^>]*>", page, flags=re.IGNORECASE)
-    return page[: head.end()] + inject + page[head.end():] if head else inject + page
+    return page[: head.end()] + inject + page[head.end() :] if head else inject + page
 
 
 def _run_chromium(chromium: str, args: list[str], scratch: Path) -> subprocess.CompletedProcess[str]:
@@ -99,7 +101,10 @@ def _run_chromium(chromium: str, args: list[str], scratch: Path) -> subprocess.C
     profile = Path(tempfile.mkdtemp(prefix="profile-", dir=scratch))
     return subprocess.run(
         [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True, text=True, timeout=TIMEOUT_S, check=False,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
     )
 
 
@@ -119,7 +124,9 @@ def check_html(path: Path, screenshot: Path | None = None) -> list[str]:
             dump = _run_chromium(chromium, ["--dump-dom", "--virtual-time-budget=5000", probed.as_uri()], scratch)
             if screenshot is not None:
                 shot = _run_chromium(
-                    chromium, [f"--screenshot={Path(screenshot).resolve()}", "--window-size=1280,1800", path.as_uri()], scratch
+                    chromium,
+                    [f"--screenshot={Path(screenshot).resolve()}", "--window-size=1280,1800", path.as_uri()],
+                    scratch,
                 )
         except subprocess.TimeoutExpired as e:
             return [f"chromium timed out after {e.timeout:.0f} s on {path}"]

@@ -4,6 +4,7 @@ Every step is cached by the full config of what it produces (model ids hash the 
 config and the corpus bytes; tables hash the models they read and the analysis code), so a
 rerun computes only what changed, and an interrupted run resumes where it stopped.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,7 +33,20 @@ from .profiles import Profile
 from .render import ReportContext, Section, render
 
 BUILD_ROOT = Path("reports/build")
-PACKAGES = ("torch", "numpy", "scipy", "pandas", "scikit-learn", "matplotlib", "seaborn", "jinja2", "weasyprint", "kenlm", "dask", "distributed")
+PACKAGES = (
+    "torch",
+    "numpy",
+    "scipy",
+    "pandas",
+    "scikit-learn",
+    "matplotlib",
+    "seaborn",
+    "jinja2",
+    "weasyprint",
+    "kenlm",
+    "dask",
+    "distributed",
+)
 
 
 def say(message: str) -> None:
@@ -50,13 +64,23 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
         for layers in grid["layers"]:
             for budget in grid["sizes"]:
                 width = matched_size(arch, budget, corpus.vocab_size, layers)
-                configs.append(TrainConfig(corpus=corpus_arg, arch=arch, layers=layers, size=width, seed=0, **profile.train))
+                configs.append(
+                    TrainConfig(corpus=corpus_arg, arch=arch, layers=layers, size=width, seed=0, **profile.train)
+                )
     abl = profile.ablations
     if abl:
         for seed in abl.get("lstm_seeds", [0]):
-            configs.append(TrainConfig(corpus=corpus_arg, arch="lstm", layers=abl["layers"], size=abl["size"], seed=seed, **profile.train))
+            configs.append(
+                TrainConfig(
+                    corpus=corpus_arg, arch="lstm", layers=abl["layers"], size=abl["size"], seed=seed, **profile.train
+                )
+            )
         for arch in abl["archs"]:
-            configs.append(TrainConfig(corpus=corpus_arg, arch=arch, layers=abl["layers"], size=abl["size"], seed=0, **profile.train))
+            configs.append(
+                TrainConfig(
+                    corpus=corpus_arg, arch=arch, layers=abl["layers"], size=abl["size"], seed=0, **profile.train
+                )
+            )
     unique = {c.model_id(corpus.key): c for c in configs}
     return list(unique.values())
 
@@ -124,8 +148,12 @@ def _versions() -> dict[str, str]:
 
 def _git_revision() -> str:
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
         return rev + ("+uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"
@@ -134,7 +162,9 @@ def _git_revision() -> str:
 def _analysis_key(name: str, module, index: pd.DataFrame) -> str:
     source = hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()
     common_src = hashlib.sha256(Path(common.__file__).read_bytes()).hexdigest()
-    return config_hash({"analysis": name, "models": sorted(index["model_id"]), "source": source, "common": common_src}, 16)
+    return config_hash(
+        {"analysis": name, "models": sorted(index["model_id"]), "source": source, "common": common_src}, 16
+    )
 
 
 def run_analysis(name: str, index: pd.DataFrame, data_dir: Path) -> Section:
@@ -152,9 +182,17 @@ def run_analysis(name: str, index: pd.DataFrame, data_dir: Path) -> Section:
         atomic.write_text(key_path, key)
     table = module.with_paper(df) if hasattr(module, "with_paper") else df
     paper = None if hasattr(module, "with_paper") else module.paper_table()
-    return Section(name=name, title=module.TITLE, question=module.QUESTION, caption=module.caption(df), table=table,
-                   figure=figure_path, paper_table=paper, paper_source=module.PAPER_SOURCE,
-                   notes=module.notes(df) if hasattr(module, "notes") else [])
+    return Section(
+        name=name,
+        title=module.TITLE,
+        question=module.QUESTION,
+        caption=module.caption(df),
+        table=table,
+        figure=figure_path,
+        paper_table=paper,
+        paper_source=module.PAPER_SOURCE,
+        notes=module.notes(df) if hasattr(module, "notes") else [],
+    )
 
 
 def run(options: RunOptions) -> tuple[Path, Path]:
@@ -181,16 +219,36 @@ def run(options: RunOptions) -> tuple[Path, Path]:
             else:
                 train_jobs.append(partial(train_job, config.__dict__, env, threads, profile.splits))
     base = profile.baselines
-    nnn_options = {k: base[key] for key, k in (("nnn_hidden", "hidden_grid"), ("nnn_max_chars", "max_chars"), ("nnn_batch_chars", "batch_chars")) if key in base}
+    nnn_options = {
+        k: base[key]
+        for key, k in (
+            ("nnn_hidden", "hidden_grid"),
+            ("nnn_max_chars", "max_chars"),
+            ("nnn_batch_chars", "batch_chars"),
+        )
+        if key in base
+    }
     if "hidden_grid" in nnn_options:
         nnn_options["hidden_grid"] = tuple(nnn_options["hidden_grid"])
     # Longest first (high-order n-grams, then neural nets), so the pool's workers finish together.
-    ngram_jobs = [partial(ngram_job, arg, n, env, threads, profile.splits) for n in sorted(base.get("ngram_n", []), reverse=True) for arg in loaded]
-    nnn_jobs = [partial(nnn_job, arg, n, nnn_options, env, threads, profile.splits) for arg in loaded for n in base.get("nnn_n", [])]
+    ngram_jobs = [
+        partial(ngram_job, arg, n, env, threads, profile.splits)
+        for n in sorted(base.get("ngram_n", []), reverse=True)
+        for arg in loaded
+    ]
+    nnn_jobs = [
+        partial(nnn_job, arg, n, nnn_options, env, threads, profile.splits)
+        for arg in loaded
+        for n in base.get("nnn_n", [])
+    ]
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
-    say(f"plan: {len(train_jobs) + len(cached_dirs)} neural models ({len(cached_dirs)} cached, {len(train_jobs)} to train), "
-        f"{len(ngram_jobs)} n-grams, {len(nnn_jobs)} n-NNs (cached ones return at once); analyses {', '.join(profile.analyses)}; "
-        + (f"on the Dask cluster at {scheduler}" if scheduler else f"{workers} local worker(s) x {threads} thread(s)"))
+    say(
+        f"plan: {len(train_jobs) + len(cached_dirs)} neural models ({len(cached_dirs)} cached, "
+        f"{len(train_jobs)} to train), "
+        f"{len(ngram_jobs)} n-grams, {len(nnn_jobs)} n-NNs (cached ones return at once); analyses "
+        f"{', '.join(profile.analyses)}; "
+        + (f"on the Dask cluster at {scheduler}" if scheduler else f"{workers} local worker(s) x {threads} thread(s)")
+    )
     for job in train_jobs:
         c = job.args[0]
         say(f"  will train {c['arch']} L{c['layers']} H{c['size']} seed {c['seed']} on {c['corpus']}")
@@ -202,22 +260,33 @@ def run(options: RunOptions) -> tuple[Path, Path]:
     done_before = completed_dirs()  # for the report's "cached" column: neural nets, n-grams and n-NNs alike
     dirs = list(cached_dirs)
     with executor(options.scheduler, workers) as pool:
-        dirs += run_jobs(pool, ngram_jobs[: len(loaded)] + train_jobs + ngram_jobs[len(loaded):] + nnn_jobs, desc="train and score")
+        dirs += run_jobs(
+            pool, ngram_jobs[: len(loaded)] + train_jobs + ngram_jobs[len(loaded) :] + nnn_jobs, desc="train and score"
+        )
 
     index = pd.concat([common.model_index(None, c.name) for c in loaded.values()], ignore_index=True)
-    index = index[index["dir"].map(lambda d: str(Path(d).resolve())).isin({str(Path(d).resolve()) for d in dirs})].reset_index(drop=True)
+    index = index[
+        index["dir"].map(lambda d: str(Path(d).resolve())).isin({str(Path(d).resolve()) for d in dirs})
+    ].reset_index(drop=True)
     sections = [run_analysis(name, index, data_dir) for name in profile.analyses]
 
-    trainings = index[["model_id", "corpus", "family", "arch", "layers", "size", "n", "params", "chars_trained", "seconds"]].copy()
+    trainings = index[
+        ["model_id", "corpus", "family", "arch", "layers", "size", "n", "params", "chars_trained", "seconds"]
+    ].copy()
     trainings["cached"] = index["dir"].map(lambda d: str(Path(d).resolve()) in done_before)
     trainings = trainings.sort_values(["corpus", "family", "arch", "n", "model_id"], ignore_index=True)
     hashes = {row.model_id: row.model_id.rsplit("-", 1)[-1] for row in index.itertuples()}
     ctx = ReportContext(
-        profile=profile.name, profile_description=profile.description,
-        corpora=[c.info() for c in loaded.values()], trainings=trainings,
+        profile=profile.name,
+        profile_description=profile.description,
+        corpora=[c.info() for c in loaded.values()],
+        trainings=trainings,
         total_seconds=float(pd.to_numeric(index["seconds"], errors="coerce").fillna(0).sum()),
-        sections=sections, versions=_versions(), git_revision=_git_revision(),
-        config_hashes={"profile": profile.hash, **hashes}, generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        sections=sections,
+        versions=_versions(),
+        git_revision=_git_revision(),
+        config_hashes={"profile": profile.hash, **hashes},
+        generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
     say("rendering HTML and PDF")
     html, pdf = render(ctx, out_dir)

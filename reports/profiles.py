@@ -1,9 +1,11 @@
 """Profiles: plain TOML files in reports/profiles/ naming corpora, model grid, budget, seeds and analyses."""
+
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 from charlm.paths import config_hash
 from charlm.train import TrainConfig
@@ -25,7 +27,9 @@ class Profile:
     ablations: dict  # archs, layers, size, lstm_seeds: Levy et al. Table 1
     baselines: dict  # ngram_n, nnn_n, nnn_hidden, nnn_max_chars
     run: dict = field(default_factory=dict)  # workers
-    splits: str = "contiguous"  # corpus split mode: contiguous in file order, or "charrnn" (the papers' char-rnn splits)
+    splits: str = (
+        "contiguous"  # corpus split mode: contiguous in file order, or "charrnn" (the papers' char-rnn splits)
+    )
 
     @property
     def hash(self) -> str:
@@ -41,7 +45,9 @@ def load_profile(name_or_path: str) -> Profile:
     if not path.suffix:
         path = PROFILES_DIR / f"{name_or_path}.toml"
     if not path.is_file():
-        raise UserError(f"unknown profile '{name_or_path}': choose one of {', '.join(available())} or give a .toml path")
+        raise UserError(
+            f"unknown profile '{name_or_path}': choose one of {', '.join(available())} or give a .toml path"
+        )
     try:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
@@ -51,9 +57,16 @@ def load_profile(name_or_path: str) -> Profile:
         raise UserError(f"profile {path}: unknown [train] settings {sorted(unknown)}")
     try:
         return Profile(
-            name=path.stem, description=raw["description"], corpora=list(raw["corpora"]), analyses=list(raw["analyses"]),
-            wants_gpu=bool(raw.get("wants_gpu", False)), train=dict(raw.get("train", {})), grid=dict(raw["grid"]),
-            ablations=dict(raw.get("ablations", {})), baselines=dict(raw.get("baselines", {})), run=dict(raw.get("run", {})),
+            name=path.stem,
+            description=raw["description"],
+            corpora=list(raw["corpora"]),
+            analyses=list(raw["analyses"]),
+            wants_gpu=bool(raw.get("wants_gpu", False)),
+            train=dict(raw.get("train", {})),
+            grid=dict(raw["grid"]),
+            ablations=dict(raw.get("ablations", {})),
+            baselines=dict(raw.get("baselines", {})),
+            run=dict(raw.get("run", {})),
             splits=str(raw.get("splits", "contiguous")),
         )
     except KeyError as err:

@@ -98,9 +98,11 @@ def format_duration(seconds: float) -> str:
 
 
 def _is_missing(value: object) -> bool:
-    return value is None or value is pd.NA or value is pd.NaT or (
-        isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral)
-        and math.isnan(value)
+    return (
+        value is None
+        or value is pd.NA
+        or value is pd.NaT
+        or (isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral) and math.isnan(value))
     )
 
 
@@ -149,10 +151,7 @@ class TableView:
         Only these: letting every cell wrap anywhere makes browsers squeeze short
         columns ("model", "corpus") down to one character per line.
         """
-        return [
-            any(len(word) > 24 for row in self.rows for word in row[i].split())
-            for i in range(len(self.columns))
-        ]
+        return [any(len(word) > 24 for row in self.rows for word in row[i].split()) for i in range(len(self.columns))]
 
     @property
     def width(self) -> int:
@@ -183,10 +182,7 @@ def table_view(df: pd.DataFrame) -> TableView:
     """Format a DataFrame; a meaningful (non-default) index becomes ordinary columns."""
     if not isinstance(df.index, pd.RangeIndex) or any(n is not None for n in df.index.names):
         df = df.reset_index()
-    columns = [
-        " / ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c)
-        for c in df.columns
-    ]
+    columns = [" / ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c) for c in df.columns]
     numeric, cells = [], []
     for _, col in df.items():
         is_num = pd.api.types.is_numeric_dtype(col) and not pd.api.types.is_bool_dtype(col)
@@ -263,9 +259,13 @@ def _section_view(section: Section, out_dir: Path) -> _SectionView:
     )
     for label, table in (("our", view.ours), ("paper", view.paper)):
         if table is not None and table.overflows:
-            log.warning("section %r: %s table is ~%d characters wide and will overflow A4 "
-                        "landscape in the PDF; a longer, tidier table would fit",
-                        section.name, label, table.width)
+            log.warning(
+                "section %r: %s table is ~%d characters wide and will overflow A4 "
+                "landscape in the PDF; a longer, tidier table would fit",
+                section.name,
+                label,
+                table.width,
+            )
     return view
 
 
@@ -305,12 +305,16 @@ def render_html(ctx: ReportContext, out_dir: Path) -> Path:
     out_dir = Path(out_dir).resolve()
     sections = [_section_view(s, out_dir) for s in ctx.sections]
     _atomic_copy(TEMPLATES / STYLESHEET, out_dir / STYLESHEET)
-    html = _environment().get_template("report.html.j2").render(
-        ctx=ctx,
-        sections=sections,
-        corpora=_corpora_view(ctx.corpora),
-        trainings=table_view(ctx.trainings),
-        stylesheet=STYLESHEET,
+    html = (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            ctx=ctx,
+            sections=sections,
+            corpora=_corpora_view(ctx.corpora),
+            trainings=table_view(ctx.trainings),
+            stylesheet=STYLESHEET,
+        )
     )
     index = out_dir / "index.html"
     with _atomic_path(index) as tmp:

@@ -5,6 +5,7 @@ shared 2-core machine torch's default of 2 OpenMP threads makes a tiny fused LST
 ~100x slower (spin-waiting threads), and the CLI subprocesses get the same pin through
 OMP_NUM_THREADS.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ SHARED_CORPORA = REPO.parent / "shared" / "corpora"
 
 WORDS = (
     "the prince said that war and peace were not the same thing ; natasha laughed , "
-    "pierre looked at the old count and smiled . \" yes \" she said . moscow was burning"
+    'pierre looked at the old count and smiled . " yes " she said . moscow was burning'
 ).split()
 
 
@@ -63,11 +64,17 @@ def cli_env(**overrides: str | None) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str | os.PathLike, cwd: str | os.PathLike | None = None, env: dict | None = None, timeout: float = 120):
+def run_cli(
+    *args: str | os.PathLike, cwd: str | os.PathLike | None = None, env: dict | None = None, timeout: float = 120
+):
     """Run `python -m <args>` in a subprocess; returns the CompletedProcess (text mode)."""
     return subprocess.run(
         [sys.executable, "-m", *map(str, args)],
-        cwd=cwd or REPO, env=env or cli_env(), capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or REPO,
+        env=env or cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -105,8 +112,8 @@ TINY = dict(arch="lstm", layers=1, size=16, batch_size=4, unroll=10, epochs=3, s
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory, text_bytes) -> TinyRun:
     """One tiny LSTM trained for 3 epochs on a 4 KB corpus (about a second), shared by the train and predict tests."""
-    from corpora import Corpus
     from charlm.train import TrainConfig, train
+    from corpora import Corpus
 
     root = tmp_path_factory.mktemp("tiny_run")
     corpus_path = root / "tiny.txt"

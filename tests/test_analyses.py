@@ -1,14 +1,15 @@
 """Analyses read artifacts through one index; their CLIs build what is missing and write tidy tables."""
+
 from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import make_text
 
-from analyses import cross_entropy, ngram as ngram_analysis
+from analyses import cross_entropy
+from analyses import ngram as ngram_analysis
 from charlm.model import matched_size
 from corpora import run_cli
-
-from conftest import make_text
 
 
 def test_budget_of_recovers_the_lstm_width_a_model_was_matched_to():

@@ -1,4 +1,5 @@
 """Bench: one record per architecture, positive finite speeds and ratios; the CLI writes them as JSON."""
+
 from __future__ import annotations
 
 import json
@@ -7,13 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, cli_env
 
-from charlm import ARCHS
-from charlm import bench
+from charlm import ARCHS, bench
 from charlm.bench import bench_cells
 from corpora.errors import UserError, run_cli
-
-from conftest import REPO, cli_env
 
 KEYS = {"arch", "chars_per_s", "ratio_to_fused"}
 
@@ -42,8 +41,14 @@ def test_bench_unknown_arch_is_a_user_error():
 
 def test_bench_cli_writes_json(tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "charlm.bench", "--json", str(out), "--no-baselines", "--size", "16", "--steps", "1"],
-                          cwd=REPO, env=cli_env(), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "charlm.bench", "--json", str(out), "--no-baselines", "--size", "16", "--steps", "1"],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     records = json.loads(out.read_text())
     assert isinstance(records, list)
@@ -54,7 +59,10 @@ def test_bench_cli_writes_json(tmp_path):
 
 
 def test_bench_cli_bad_arch(tmp_path, capsys):
-    code = run_cli(bench.main, ["--archs", "nope,lstm", "--no-baselines", "--size", "8", "--steps", "1", "--json", str(tmp_path / "b.json")])
+    code = run_cli(
+        bench.main,
+        ["--archs", "nope,lstm", "--no-baselines", "--size", "8", "--steps", "1", "--json", str(tmp_path / "b.json")],
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "unknown architecture" in err[0], err
     assert not (tmp_path / "b.json").exists()

@@ -1,4 +1,5 @@
 """Corpora: byte vocabulary, contiguous splits, the CLI's bad-input contract, the Linux build recipe, batching."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,13 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED_CORPORA, assert_one_line_error, cli_env, make_text, run_cli
 
 import corpora
 from corpora import REGISTRY, Corpus, UserError
 from corpora.batching import stream_windows
 from corpora.sources import build, linux_bytes
-
-from conftest import SHARED_CORPORA, assert_one_line_error, cli_env, make_text, run_cli
 
 # ------------------------------------------------------------------------------------------
 # Byte vocabulary
@@ -101,7 +101,9 @@ def test_a_file_path_loads_with_80_10_10(tmp_path):
 def test_registered_corpus_is_verified_and_split_with_its_fractions(tmp_path, monkeypatch, name, sizes):
     data = make_text(2000, seed=7)
     spec = REGISTRY[name]
-    monkeypatch.setitem(REGISTRY, name, dataclasses.replace(spec, size=len(data), sha256=hashlib.sha256(data).hexdigest()))
+    monkeypatch.setitem(
+        REGISTRY, name, dataclasses.replace(spec, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    )
     (tmp_path / spec.filename).write_bytes(data)
     corpus = corpora.load(name, tmp_path)
     assert corpus.name == name
@@ -252,7 +254,9 @@ def test_linux_bytes_from_a_tree(kernel_tree):
     full = _reference_linux_bytes(kernel_tree, 10**9)
     assert b"EXCLUDED" not in full
     # Order matters: the recipe's shuffle is not the sorted order.
-    assert full != b"".join((kernel_tree / p).read_bytes() for p in sorted(k for k in KERNEL_FILES if "EXCLUDED" not in KERNEL_FILES[k]))
+    assert full != b"".join(
+        (kernel_tree / p).read_bytes() for p in sorted(k for k in KERNEL_FILES if "EXCLUDED" not in KERNEL_FILES[k])
+    )
     for size in (len(full), len(full) - 37, 100):
         assert linux_bytes(kernel_tree, size) == _reference_linux_bytes(kernel_tree, size)
     with pytest.raises(UserError, match="fewer than"):

@@ -2,16 +2,16 @@
 
 urllib reads file:// addresses like http ones, so the download path runs here without a network.
 """
+
 from __future__ import annotations
 
 import hashlib
 
 import pytest
+from conftest import SHARED_CORPORA, make_text
 
 from corpora import REGISTRY, UserError
 from corpora.sources import fetch
-
-from conftest import SHARED_CORPORA, make_text
 
 
 def test_fetch_refuses_a_file_with_the_wrong_checksum_and_writes_nothing(tmp_path):

@@ -4,6 +4,7 @@ Every comparison is in float64 against a reference written here, step by step, f
 parameter tensors (per-gate slices, the seeds' equations), or against independently built
 torch modules with copied weights.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -53,8 +54,11 @@ def random_ids(seed=1, batch=B, steps=T, vocab=V):
 def random_state(model, batch=B, seed=2, zero=False):
     g = torch.Generator().manual_seed(seed)
     dtype = model.head.weight.dtype
-    make = (lambda: torch.zeros(batch, model.config.size, dtype=dtype)) if zero else (
-        lambda: torch.randn(batch, model.config.size, generator=g, dtype=dtype) * 0.5)
+    make = (
+        (lambda: torch.zeros(batch, model.config.size, dtype=dtype))
+        if zero
+        else (lambda: torch.randn(batch, model.config.size, generator=g, dtype=dtype) * 0.5)
+    )
     return [tuple(make() for _ in layer.state_names) for layer in model.layers]
 
 
@@ -124,7 +128,10 @@ def reference_layer(arch, layer, x, state):
         h, c = state
         for t in range(x.shape[1]):
             xt = x[:, t]
-            gate = lambda k: torch.sigmoid(_lin(xt, Wg[sl(k)], bg[sl(k)]) + (_lin(h, Wh[sl(k)]) if recurrent else 0.0))  # noqa: E731
+
+            def gate(k, xt=xt, h=h):
+                return torch.sigmoid(_lin(xt, Wg[sl(k)], bg[sl(k)]) + (_lin(h, Wh[sl(k)]) if recurrent else 0.0))
+
             i, f = gate(0), gate(1)
             ctilde = _lin(xt, Wc)  # ctilde = W_cx x: no recurrence, no tanh
             c = i * ctilde + f * c
@@ -267,8 +274,13 @@ def test_traced_h_equals_an_independent_torch_module_outputs_and_gradients(arch)
     # Gradients of every recurrent weight, cells vs torch, for the same loss.
     g = torch.Generator().manual_seed(9)
     R = torch.randn(out.shape, generator=g, dtype=torch.float64)
-    ours = torch.autograd.grad((cache[f"layers.{L - 1}.h"] * R).sum(), [p for l in model.layers for p in l.rnn.parameters()])
-    theirs = torch.autograd.grad((out * R).sum(), [getattr(ref, f"{k}_l{l}") for l in range(L) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")])
+    ours = torch.autograd.grad(
+        (cache[f"layers.{L - 1}.h"] * R).sum(), [p for l in model.layers for p in l.rnn.parameters()]
+    )
+    theirs = torch.autograd.grad(
+        (out * R).sum(),
+        [getattr(ref, f"{k}_l{l}") for l in range(L) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")],
+    )
     names = [f"{k}_l{l}" for l in range(L) for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
     assert [n for l in model.layers for n, _ in l.rnn.named_parameters()] == [n[:-1] + "0" for n in names]
     for name, a, b in zip(names, ours, theirs):
@@ -286,7 +298,10 @@ def test_gru_z_is_the_weight_on_the_candidate():
     r = model.layers[0].rnn
     H = model.config.size
     x = F.one_hot(ids, V).double()
-    z_torch = torch.sigmoid(_lin(x, r.weight_ih_l0[H : 2 * H], r.bias_ih_l0[H : 2 * H]) + _lin(h_prev, r.weight_hh_l0[H : 2 * H], r.bias_hh_l0[H : 2 * H]))
+    z_torch = torch.sigmoid(
+        _lin(x, r.weight_ih_l0[H : 2 * H], r.bias_ih_l0[H : 2 * H])
+        + _lin(h_prev, r.weight_hh_l0[H : 2 * H], r.bias_hh_l0[H : 2 * H])
+    )
     _close(z, 1 - z_torch)
 
 
@@ -375,12 +390,24 @@ def test_matched_sizes_are_within_two_percent_of_the_lstm(vocab, layers):
             assert matched_size(arch, H, vocab, layers) == H  # Levy's ablations keep the LSTM's width
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(arch="LSTM"), dict(arch="transformer"), dict(arch=""),
-    dict(size=0), dict(size=-4), dict(size=2.5), dict(size=True),
-    dict(layers=0), dict(layers=-1), dict(vocab_size=0),
-    dict(dropout=1.0), dict(dropout=1.5), dict(dropout=-0.1),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(arch="LSTM"),
+        dict(arch="transformer"),
+        dict(arch=""),
+        dict(size=0),
+        dict(size=-4),
+        dict(size=2.5),
+        dict(size=True),
+        dict(layers=0),
+        dict(layers=-1),
+        dict(vocab_size=0),
+        dict(dropout=1.0),
+        dict(dropout=1.5),
+        dict(dropout=-0.1),
+    ],
+)
 def test_invalid_configs_are_user_errors(kwargs):
     args = dict(arch="lstm", vocab_size=V, layers=1, size=8) | kwargs
     with pytest.raises(UserError):

@@ -3,6 +3,7 @@ right order on a Markov chain of known order, the Predictions contract, caching,
 
 Tests that need KenLM skip without the `kenlm` module or `lmplz`; `make setup` builds both (CI has them).
 """
+
 from __future__ import annotations
 
 import json

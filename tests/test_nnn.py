@@ -1,5 +1,6 @@
 """The n-NN baseline: the one-hot function it claims, padding at a split's start, the Predictions contract,
 fitting a bigram, the hidden-size grid, caching, checkpoints that load with weights_only, and the CLI."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`make report` end to end on the smoke profile and a tiny corpus: report, cache, partial recompute."""
+
 from __future__ import annotations
 
 import dataclasses

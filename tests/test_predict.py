@@ -1,4 +1,5 @@
-"""Predictions: normalised log-probabilities, chunking with carried state, the .npz contract, bootstrap, the CLI, bad checkpoints."""
+"""Predictions: normalised log-probs, chunks with carried state, the .npz contract, bootstrap, CLI, bad checkpoints."""
+
 from __future__ import annotations
 
 import re
@@ -9,15 +10,13 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import REPO, assert_one_line_error, cli_env
 
-from charlm import ARCHS, ModelConfig, build_model, load_checkpoint
+from charlm import ARCHS, ModelConfig, build_model, load_checkpoint, predictions
 from charlm import predict as predict_module
-from charlm import predictions
 from charlm.checkpoint import load_payload
 from charlm.predict import predict_logprobs
 from corpora.errors import UserError, run_cli
-
-from conftest import REPO, assert_one_line_error, cli_env
 
 
 def _full_forward_logprobs(model, ids: np.ndarray) -> np.ndarray:
@@ -107,12 +106,21 @@ def checkpoint_copy(tiny_run, tmp_path):
 
 
 def test_cli_writes_test_predictions_and_prints_nats_and_bits(tiny_run, checkpoint_copy):
-    proc = subprocess.run([sys.executable, "-m", "charlm.predict", str(checkpoint_copy), "--quiet"], cwd=REPO,
-                          env=cli_env(), capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "charlm.predict", str(checkpoint_copy), "--quiet"],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     npz = checkpoint_copy.parent / "predictions" / "test.npz"
     assert npz.is_file()
-    m = re.search(r"test cross-entropy ([\d.]+) \+- ([\d.]+) nats/char = ([\d.]+) \+- ([\d.]+) bits/char \(([\d,]+) positions\)", proc.stdout)
+    m = re.search(
+        r"test cross-entropy ([\d.]+) \+- ([\d.]+) nats/char = ([\d.]+) \+- ([\d.]+) bits/char \(([\d,]+) positions\)",
+        proc.stdout,
+    )
     assert m, proc.stdout
     nats, nats_std, bits, bits_std, positions = m.groups()
     test_ids = tiny_run.corpus.split("test")
@@ -168,14 +176,24 @@ def test_bad_checkpoint_is_one_line_and_exit_2(kind, tmp_path, tiny_run, capsys)
 
 def test_bad_checkpoint_through_the_real_cli(tmp_path, tiny_run):
     path = _bad_checkpoint("truncated", tmp_path, tiny_run)
-    proc = subprocess.run([sys.executable, "-m", "charlm.predict", str(path)], cwd=REPO, env=cli_env(),
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "charlm.predict", str(path)],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert_one_line_error(proc, code=2, contains="corrupt")
     assert not (path.parent / "predictions").exists()
 
 
 def test_every_artifact_loads_with_weights_only(tiny_run):
-    files = [tiny_run.out / "checkpoint.pt", tiny_run.out / "state.pt", *sorted((tiny_run.out / "snapshots").glob("*.pt"))]
+    files = [
+        tiny_run.out / "checkpoint.pt",
+        tiny_run.out / "state.pt",
+        *sorted((tiny_run.out / "snapshots").glob("*.pt")),
+    ]
     for path in files:
         payload = torch.load(path, weights_only=True)
         assert isinstance(payload, dict) and isinstance(payload["config"], dict)

@@ -50,9 +50,7 @@ def make_context(tmp: Path) -> ReportContext:
             "params": [52_000, 40_000, 14_000, float("nan")],
         }
     )
-    paper = pd.DataFrame(
-        {"model": ["LSTM", "GRU", "RNN"], "test cross-entropy": [1.077, 1.080, 1.157]}
-    )
+    paper = pd.DataFrame({"model": ["LSTM", "GRU", "RNN"], "test cross-entropy": [1.077, 1.080, 1.157]})
     wide = pd.DataFrame(
         {f"n={n}": [0.5 / n, 1.0 / n, 2.0 / n] for n in range(1, 15)},
         index=pd.Index(["lstm", "gru", "rnn"], name="model"),

@@ -1,4 +1,5 @@
 """The hand-written backward of the memory-cell scan (lstm-srnn-hidden) against autograd."""
+
 from __future__ import annotations
 
 import torch

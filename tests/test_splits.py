@@ -1,17 +1,17 @@
 """char-rnn's split mode: the splits the papers trained with, kept apart from the contiguous ones by every hash."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
+from conftest import make_text
 
 from charlm.predict import predict_split
 from charlm.predictions import load as load_predictions
 from charlm.train import TrainConfig, train
 from corpora import Corpus, UserError
-
-from conftest import make_text
 
 
 def charrnn_reference(data: bytes, fractions, batch=100, seq=100) -> dict[str, bytes]:
@@ -58,7 +58,9 @@ def test_a_model_trained_on_charrnn_splits_is_scored_on_them(tmp_path, monkeypat
     path.write_bytes(make_text(150_000)[:100_000])  # 10 char-rnn batches: 8 train, 1 val, 1 test
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
     corpus = Corpus.from_bytes("toy", path.read_bytes(), split_mode="charrnn")
-    config = TrainConfig(corpus=str(path), arch="lstm", layers=1, size=8, max_chars=2000, batch_size=4, unroll=10, snapshots=1)
+    config = TrainConfig(
+        corpus=str(path), arch="lstm", layers=1, size=8, max_chars=2000, batch_size=4, unroll=10, snapshots=1
+    )
     out = train(config, corpus=corpus, progress=False)
     preds = load_predictions(predict_split(out / "checkpoint.pt", "test", progress=False))
     assert np.array_equal(preds.targets, corpus.split("test")[1:].astype(np.int64))

@@ -1,4 +1,5 @@
 """Sweeps: the same jobs on local processes and on a real Dask LocalCluster give the same artifacts."""
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,17 @@ from reports.pipeline import train_job
 def _jobs(corpus_path, root):
     env = {"CHARLM_ARTIFACTS": str(root)}
     configs = [
-        TrainConfig(corpus=str(corpus_path), arch=arch, layers=1, size=8, max_chars=2000, eval_chars=800, batch_size=4, unroll=10, snapshots=2)
+        TrainConfig(
+            corpus=str(corpus_path),
+            arch=arch,
+            layers=1,
+            size=8,
+            max_chars=2000,
+            eval_chars=800,
+            batch_size=4,
+            unroll=10,
+            snapshots=2,
+        )
         for arch in ("lstm", "lstm-srnn-hidden")
     ]
     return [partial(train_job, c.__dict__, env, 1) for c in configs]

@@ -1,4 +1,5 @@
-"""Training: curves, checkpoints, snapshots, determinism, caching, bit-identical resume after SIGKILL, divergence, CLI errors."""
+"""Training: curves, checkpoints, snapshots, determinism, caching, bit-identical resume, divergence, CLI errors."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,15 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import REPO, assert_one_line_error, cli_env, make_text
 
 import charlm.train as train_module
+import corpora
 from charlm import count_params, load_checkpoint
 from charlm.checkpoint import load_payload
 from charlm.train import TrainConfig, TrainingDiverged, learning_rate, train
-import corpora
 from corpora import Corpus
-
-from conftest import REPO, assert_one_line_error, cli_env, make_text
 from corpora.errors import run_cli
 
 
@@ -103,7 +103,10 @@ def test_snapshots_at_increasing_steps(tiny_run):
 
 
 def _tiny_config(path: Path, **kw) -> TrainConfig:
-    args = dict(corpus=str(path), arch="lstm", layers=1, size=16, batch_size=4, unroll=10, epochs=1, snapshots=2, lr=1e-2) | kw
+    args = (
+        dict(corpus=str(path), arch="lstm", layers=1, size=16, batch_size=4, unroll=10, epochs=1, snapshots=2, lr=1e-2)
+        | kw
+    )
     return TrainConfig(**args)
 
 
@@ -162,9 +165,36 @@ def test_learning_rate_schedule():
 
 
 def _train_cmd(corpus_path: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "charlm.train", "--corpus", str(corpus_path), "--arch", "lstm", "--layers", "1",
-            "--size", "16", "--batch-size", "4", "--unroll", "10", "--epochs", "3", "--lr", "0.01",
-            "--checkpoint-every", "0", "--threads", "1", "--device", "cpu", "--quiet", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "charlm.train",
+        "--corpus",
+        str(corpus_path),
+        "--arch",
+        "lstm",
+        "--layers",
+        "1",
+        "--size",
+        "16",
+        "--batch-size",
+        "4",
+        "--unroll",
+        "10",
+        "--epochs",
+        "3",
+        "--lr",
+        "0.01",
+        "--checkpoint-every",
+        "0",
+        "--threads",
+        "1",
+        "--device",
+        "cpu",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
 
 
 def _complete(out: Path) -> bool:
@@ -183,10 +213,16 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     spe = _steps_per_epoch(corpus, _tiny_config(corpus_path))
     # Kill it mid-epoch 2: after the first epoch's checkpoint, with carried hidden state, optimizer state and a
     # curve to restore. A snapshot written mid-epoch marks the moment (state.pt is saved after every step).
-    mid = [s for s in train_module.snapshot_steps(TrainConfig(corpus="x", arch="lstm"), spe, 3 * spe) if spe + 3 <= s <= 2 * spe - 3]
+    mid = [
+        s
+        for s in train_module.snapshot_steps(TrainConfig(corpus="x", arch="lstm"), spe, 3 * spe)
+        if spe + 3 <= s <= 2 * spe - 3
+    ]
     assert mid, "no snapshot falls mid-epoch 2"
     marker = run_dir / "snapshots" / f"step{mid[0]:07d}.pt"
-    victim = subprocess.Popen(_train_cmd(corpus_path, run_dir), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = subprocess.Popen(
+        _train_cmd(corpus_path, run_dir), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 90
         while not marker.exists():
@@ -204,9 +240,13 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     assert (run_dir / "checkpoint.pt").exists()
 
     # Rerun the same command; meanwhile train the same config uninterrupted, in-process, in another folder.
-    resumed = subprocess.Popen(_train_cmd(corpus_path, run_dir), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    resumed = subprocess.Popen(
+        _train_cmd(corpus_path, run_dir), cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     ref_dir = tmp_path / "uninterrupted"
-    config = TrainConfig(corpus=str(corpus_path), arch="lstm", layers=1, size=16, batch_size=4, unroll=10, epochs=3, lr=0.01)
+    config = TrainConfig(
+        corpus=str(corpus_path), arch="lstm", layers=1, size=16, batch_size=4, unroll=10, epochs=3, lr=0.01
+    )
     train(config, ref_dir, corpus=corpus, progress=False, checkpoint_every_s=0)
     out, err = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, err
@@ -221,7 +261,10 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     snaps_a = sorted(p.name for p in (ref_dir / "snapshots").glob("*.pt"))
     assert snaps_a and snaps_a == sorted(p.name for p in (run_dir / "snapshots").glob("*.pt"))
     for name in snaps_a:
-        sa, sb = load_payload(ref_dir / "snapshots" / name)["state_dict"], load_payload(run_dir / "snapshots" / name)["state_dict"]
+        sa, sb = (
+            load_payload(ref_dir / "snapshots" / name)["state_dict"],
+            load_payload(run_dir / "snapshots" / name)["state_dict"],
+        )
         assert all(torch.equal(sa[k], sb[k]) for k in sa), name
 
 
@@ -252,8 +295,29 @@ def test_divergence_stops_with_a_clear_message_and_keeps_a_finite_state(tmp_path
 def test_divergence_cli_exits_3(tmp_path, text_bytes, capsys):
     path = tmp_path / "t.txt"
     path.write_bytes(text_bytes)
-    argv = ["--corpus", str(path), "--arch", "gru", "--layers", "1", "--size", "8", "--batch-size", "4", "--unroll", "10",
-            "--epochs", "1", "--lr", "1e4", "--quiet", "--device", "cpu", "--out", str(tmp_path / "run")]
+    argv = [
+        "--corpus",
+        str(path),
+        "--arch",
+        "gru",
+        "--layers",
+        "1",
+        "--size",
+        "8",
+        "--batch-size",
+        "4",
+        "--unroll",
+        "10",
+        "--epochs",
+        "1",
+        "--lr",
+        "1e4",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     code = run_cli(train_module.main, argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 3 and len(err) == 1 and "diverged" in err[0], err
@@ -278,7 +342,15 @@ def _bad_args(case: str, tmp_path: Path) -> list[str]:
         "corpus-is-a-directory": ["--corpus", tmp_path, "--arch", "lstm", *small],
         "corpus-too-short": ["--corpus", path, "--arch", "lstm"],
     }[case]
-    return [str(a) for a in args] + ["--epochs", "1", "--quiet", "--device", "cpu", "--out", str(tmp_path / f"out-{case}")]
+    return [str(a) for a in args] + [
+        "--epochs",
+        "1",
+        "--quiet",
+        "--device",
+        "cpu",
+        "--out",
+        str(tmp_path / f"out-{case}"),
+    ]
 
 
 @pytest.mark.parametrize("case", BAD_INPUT)
@@ -293,8 +365,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, case, capsys):
 def test_cli_bad_input_as_a_real_subprocess(tmp_path):
     """The same contract through `python -m charlm.train`, two cases run side by side."""
     cases = ["unknown-arch", "corpus-too-short"]
-    procs = [subprocess.Popen([sys.executable, "-m", "charlm.train", *_bad_args(c, tmp_path)], cwd=REPO, env=cli_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cases]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "charlm.train", *_bad_args(c, tmp_path)],
+            cwd=REPO,
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for c in cases
+    ]
     for case, proc in zip(cases, procs):
         out, err = proc.communicate(timeout=120)
         assert_one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), code=2)
