@@ -1,22 +1,33 @@
-"""The corpus registry, byte vocabulary and contiguous splits.
+"""The corpus registry, byte vocabulary and splits, and the corpora shipped with the suite.
 
 Models read bytes, not code points (the papers' War and Peace has 3,258,246 bytes and 87
-distinct byte values). The vocabulary is the sorted set of byte values in the corpus, and the
-splits are contiguous in file order, as in Karpathy et al. (2016) sec 4.
+distinct byte values). The vocabulary is the sorted set of byte values in the corpus. Splits are
+contiguous in file order by default, or char-rnn's interleaved ones (`split_mode="charrnn"`), the
+splits the papers trained with.
+
+Both registered corpora ship inside this package, xz-compressed (`corpora/data/`, 2.1 MB for
+9.5 MB of text; licences in `corpora/data/NOTICE.md`). The first `load` of a registered corpus
+that is not yet in the corpora folder unpacks the shipped copy there, verifies its sha256 and
+writes it atomically, so a fresh clone runs offline. `python -m corpora fetch` and `build` remain
+for provenance and for rebuilding from the original sources.
 """
 
 from __future__ import annotations
 
 import hashlib
+import lzma
 import os
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
+from . import atomic
 from .errors import UserError
 
+SHIPPED_DIR = Path(__file__).resolve().parent / "data"  # the registered corpora, xz-compressed
 SPLITS = ("train", "val", "test")
 SPLIT_MODES = ("contiguous", "charrnn")
 CHARRNN_BATCH, CHARRNN_UNROLL = 100, 100  # the papers' char-rnn run: batch 100, sequence length 100
@@ -56,6 +67,36 @@ REGISTRY: dict[str, CorpusSpec] = {
         "random.Random(0), concatenated, cut at 6,206,996 bytes",
     ),
 }
+
+
+def shipped_path(spec: CorpusSpec) -> Path:
+    """The compressed copy of a registered corpus that ships with the suite."""
+    return SHIPPED_DIR / f"{spec.filename}.xz"
+
+
+def unpack_shipped(spec: CorpusSpec, folder: Path) -> Path:
+    """Decompress the shipped copy of `spec` into `folder`, verified against the registry's sha256, atomically."""
+    source = shipped_path(spec)
+    if not source.is_file():
+        raise UserError(f"corpus '{spec.name}' does not ship with this installation ({source} is missing)")
+    try:
+        data = lzma.decompress(source.read_bytes())
+    except lzma.LZMAError as err:
+        raise UserError(f"the shipped copy of corpus '{spec.name}' ({source}) is damaged: {err}") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec.sha256:
+        raise UserError(
+            f"the shipped copy of corpus '{spec.name}' ({source}) unpacks to sha256 {digest[:12]}..., expected "
+            f"{spec.sha256[:12]}...: the package is damaged; reinstall it or set CORPORA_DIR"
+        )
+    try:
+        atomic.write_bytes(folder / spec.filename, data)
+    except OSError as err:
+        raise UserError(
+            f"cannot unpack corpus '{spec.name}' into {folder}: {err}; set CORPORA_DIR to a writable folder"
+        ) from None
+    print(f"corpora: unpacked the shipped '{spec.name}' corpus to {folder / spec.filename}", file=sys.stderr)
+    return folder / spec.filename
 
 
 def corpora_dir() -> Path:
@@ -183,7 +224,10 @@ def _read_file(path: Path, what: str) -> bytes:
 
 
 def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mode: str = "contiguous") -> Corpus:
-    """Load a registered corpus by name (verified by size and sha256) or any file by path (80/10/10)."""
+    """Load a registered corpus by name (verified by size and sha256) or any file by path (80/10/10).
+
+    A registered corpus missing from the corpora folder is unpacked there from the copy that ships with the suite.
+    """
     spec = REGISTRY.get(name_or_path)
     if spec is None:
         path = Path(name_or_path)
@@ -192,6 +236,8 @@ def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mo
         return Corpus.from_bytes(path.stem, _read_file(path, "corpus"), split_mode=split_mode)
     folder = Path(directory) if directory is not None else corpora_dir()
     path = folder / spec.filename
+    if not path.exists() and shipped_path(spec).is_file():
+        unpack_shipped(spec, folder)
     if not path.exists():
         hint = (
             f"`python -m corpora fetch {spec.name}`"

@@ -26,9 +26,6 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-# The shared corpora sit beside the repository (CI runs in a fresh clone with shared/ beside it).
-SHARED_CORPORA = REPO.parent / "shared" / "corpora"
-
 WORDS = (
     "the prince said that war and peace were not the same thing ; natasha laughed , "
     'pierre looked at the old count and smiled . " yes " she said . moscow was burning'

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SHARED_CORPORA, assert_one_line_error, cli_env, make_text, run_cli
+from conftest import assert_one_line_error, cli_env, make_text, run_cli
 
 import corpora
 from corpora import REGISTRY, Corpus, UserError
@@ -121,32 +121,54 @@ def test_unknown_split_is_a_user_error():
 # `python -m corpora info` on the real corpora (when present)
 
 
-def _real_corpora_dir() -> Path | None:
-    env = os.environ.get("CORPORA_DIR")
-    if env and Path(env).is_dir():
-        return Path(env)
-    return SHARED_CORPORA if SHARED_CORPORA.is_dir() else None
-
-
 @pytest.mark.parametrize("name, n_bytes, n_symbols", [("warpeace", 3_258_246, 87), ("linux", 6_206_996, 99)])
-def test_info_on_the_real_corpora(name, n_bytes, n_symbols):
-    folder = _real_corpora_dir()
-    if folder is None or not (folder / REGISTRY[name].filename).is_file():
-        pytest.skip(f"{REGISTRY[name].filename} not found in $CORPORA_DIR or {SHARED_CORPORA}")
-    proc = run_cli("corpora", "info", name, env=cli_env(CORPORA_DIR=str(folder)))
+def test_info_on_the_shipped_corpora(tmp_path, name, n_bytes, n_symbols):
+    """A fresh corpora folder: the shipped copy is unpacked on first use, verified, and split by the registry."""
+    proc = run_cli("corpora", "info", name, env=cli_env(CORPORA_DIR=str(tmp_path)))
     assert proc.returncode == 0, proc.stderr
+    assert f"unpacked the shipped '{name}' corpus" in proc.stderr
     fields = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in proc.stdout.strip().splitlines())
     assert fields["corpus"] == name
     assert fields["bytes"] == f"{n_bytes:,}"
     assert fields["vocabulary"] == f"{n_symbols} symbols"
     assert fields["sha256"] == REGISTRY[name].sha256
-    # Independent check of the file itself, and of the split sizes against the registry's fractions.
-    raw = np.fromfile(folder / REGISTRY[name].filename, dtype=np.uint8)
+    # Independent check of the unpacked file itself, and of the split sizes against the registry's fractions.
+    raw = np.fromfile(tmp_path / REGISTRY[name].filename, dtype=np.uint8)
     assert raw.size == n_bytes and np.unique(raw).size == n_symbols
+    assert hashlib.sha256(raw.tobytes()).hexdigest() == REGISTRY[name].sha256
+    assert list(tmp_path.iterdir()) == [tmp_path / REGISTRY[name].filename]  # no temporary file left behind
     splits = [int(fields[s].split()[0].replace(",", "")) for s in ("train", "val", "test")]
     assert sum(splits) == n_bytes
     for size, frac in zip(splits, REGISTRY[name].split_fractions):
         assert abs(size - n_bytes * frac) <= 1
+    again = run_cli("corpora", "info", name, env=cli_env(CORPORA_DIR=str(tmp_path)))  # the second use reads the file
+    assert again.returncode == 0 and "unpacked" not in again.stderr
+
+
+def test_a_damaged_shipped_corpus_is_refused_and_nothing_is_written(tmp_path, monkeypatch):
+    import lzma
+
+    import corpora.corpus as corpus_module
+
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    (shipped / "warpeace_input.txt.xz").write_bytes(lzma.compress(make_text(3000)))  # the wrong text
+    (shipped / "linux_input.txt.xz").write_bytes(b"not xz at all")
+    monkeypatch.setattr(corpus_module, "SHIPPED_DIR", shipped)
+    target = tmp_path / "corpora"
+    with pytest.raises(UserError, match="shipped copy of corpus 'warpeace'.*sha256"):
+        corpora.load("warpeace", target)
+    with pytest.raises(UserError, match="shipped copy of corpus 'linux'.*damaged"):
+        corpora.load("linux", target)
+    assert not target.exists() or not any(target.iterdir())
+
+
+def test_a_corpus_in_corpora_dir_wins_over_the_shipped_copy(tmp_path):
+    """CORPORA_DIR still overrides: a file there is read (and verified), not replaced by the shipped copy."""
+    (tmp_path / "warpeace_input.txt").write_bytes(make_text(3000))
+    proc = run_cli("corpora", "info", "warpeace", env=cli_env(CORPORA_DIR=str(tmp_path)))
+    assert_one_line_error(proc, contains="sha256")
+    assert (tmp_path / "warpeace_input.txt").read_bytes() == make_text(3000)
 
 
 # ------------------------------------------------------------------------------------------
@@ -182,14 +204,17 @@ def test_cli_directory_as_corpus(tmp_path):
     assert_one_line_error(proc, contains="directory")
 
 
-@pytest.mark.parametrize("what", ["registered", "path"])
-def test_cli_missing_corpus(tmp_path, what):
-    if what == "registered":
-        proc = run_cli("corpora", "info", "linux", env=cli_env(CORPORA_DIR=str(tmp_path / "nothing-here")))
-        assert_one_line_error(proc, contains="not found")
-    else:
-        proc = run_cli("corpora", "info", str(tmp_path / "missing.txt"))
-        assert_one_line_error(proc, contains="does not exist")
+def test_cli_missing_corpus_file(tmp_path):
+    proc = run_cli("corpora", "info", str(tmp_path / "missing.txt"))
+    assert_one_line_error(proc, contains="does not exist")
+
+
+def test_a_registered_corpus_neither_present_nor_shipped_names_how_to_get_it(tmp_path, monkeypatch):
+    import corpora.corpus as corpus_module
+
+    monkeypatch.setattr(corpus_module, "SHIPPED_DIR", tmp_path / "no-shipped-copies")
+    with pytest.raises(UserError, match="not found.*python -m corpora build linux"):
+        corpora.load("linux", tmp_path / "nothing-here")
 
 
 # ------------------------------------------------------------------------------------------

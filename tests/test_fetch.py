@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-from conftest import SHARED_CORPORA, make_text
+from conftest import make_text
 
 from corpora import REGISTRY, UserError
+from corpora.corpus import unpack_shipped
 from corpora.sources import fetch
 
 
@@ -29,9 +30,7 @@ def test_fetch_unreachable_address_is_one_clear_error(tmp_path):
 
 
 def test_fetch_verifies_and_writes_the_real_file(tmp_path):
-    real = SHARED_CORPORA / REGISTRY["warpeace"].filename
-    if not real.is_file():
-        pytest.skip(f"{real} not available")
+    real = unpack_shipped(REGISTRY["warpeace"], tmp_path / "source")  # the real bytes, served by a file:// address
     written = fetch("warpeace", directory=tmp_path, url=real.as_uri())
     assert written == tmp_path / "warpeace_input.txt"
     assert hashlib.sha256(written.read_bytes()).hexdigest() == REGISTRY["warpeace"].sha256

@@ -114,7 +114,10 @@ def test_order_above_the_compiled_maximum_is_one_clear_line(tmp_path, capsys):
 
 
 def test_benchmark_without_the_corpus_returns_a_skipped_record(tmp_path, monkeypatch):
+    import corpora.corpus
+
     monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "no-corpora"))
+    monkeypatch.setattr(corpora.corpus, "SHIPPED_DIR", tmp_path / "no-shipped-copies")
     records = ngram.benchmark("warpeace")
     assert len(records) == 1 and records[0]["baseline"] == "ngram" and records[0]["n"] == 20
     assert "skipped" in records[0] and records[0]["skipped"]
