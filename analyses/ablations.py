@@ -16,12 +16,14 @@ import seaborn as sns
 
 from corpora.errors import run_cli
 
-from .common import analysis_parser, emit, index_for_args, load_predictions, style
+from .common import analysis_main, style
+from .context import Context
 
 TITLE = "Levy et al.'s ablations of the LSTM"
 QUESTION = "Is the LSTM's power in its embedded S-RNN or in the gated, element-wise weighted sum of its memory cell?"
 PAPER_SOURCE = "Levy et al. (2018), Table 1 (PTB word-level perplexity; LSTM mean +- std over 5 seeds)"
 ORDER = ["lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
+SETTINGS = {"split": "test", "resamples": 100}  # split scored; bootstrap resamples of positions
 LABELS = {
     "lstm": "LSTM",
     "lstm-srnn": "- S-RNN",
@@ -54,60 +56,41 @@ def paper_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100) -> pd.DataFrame:
-    """Per corpus and LSTM setting (layers, width): LSTM mean +- seed std, each ablation's cross-entropy and gap."""
-    neural = index[(index["family"] == "neural") & index["arch"].isin(ORDER)]
+def compute(ctx: Context) -> pd.DataFrame:
+    """Per corpus and LSTM setting (layers, width): LSTM mean +- seed std, each ablation's cross-entropy and gap.
+
+    Seeds are averaged only within one configuration (`group_id`): models that differ in anything else (the
+    corpus bytes, split, budget, recipe) are never pooled.
+    """
+    split, resamples = ctx.settings["split"], ctx.settings["resamples"]
+    neural = ctx.models(arch=tuple(ORDER))
     rows = []
-    for (corpus, layers, size), group in neural.groupby(["corpus", "layers", "size"]):
+    for (_, layers, size), group in neural.groupby(["corpus_key", "layers", "size"]):
+        lstm_groups = group[group["arch"] == "lstm"]["group_id"].unique()
+        if len(lstm_groups) != 1 or group["arch"].nunique() < 2:
+            continue  # an ablation needs its LSTM (one configuration, any number of seeds), and the LSTM its ablations
+        scores = {r["model_id"]: ctx.predictions(r, split).cross_entropy(resamples) for _, r in group.iterrows()}
         lstm = group[group["arch"] == "lstm"]
-        if lstm.empty or group["arch"].nunique() < 2:
-            continue  # an ablation needs its LSTM, and the LSTM its ablations
-        scores = {
-            mid: load_predictions(r, split).cross_entropy(resamples)
-            for mid, r in group.set_index("model_id", drop=False).iterrows()
-        }
         lstm_ce = np.array([scores[m][0] for m in lstm["model_id"]])
         lstm_mean = float(lstm_ce.mean())
         lstm_std = float(lstm_ce.std(ddof=1)) if lstm_ce.size > 1 else float("nan")
         for arch in ORDER:
-            sub = group[group["arch"] == arch]
-            if sub.empty:
-                continue
-            ce = np.array([scores[m][0] for m in sub["model_id"]])
-            boot = np.array([scores[m][1] for m in sub["model_id"]])
-            mean = float(ce.mean())
-            rows.append(
-                {
-                    "corpus": corpus,
-                    "layers": int(layers),
-                    "size": int(size),
-                    "arch": arch,
-                    "model": LABELS[arch],
-                    "seeds": int(ce.size),
-                    "ce_nats": mean,
+            for _, sub in group[group["arch"] == arch].groupby("group_id"):
+                ce = np.array([scores[m][0] for m in sub["model_id"]])
+                boot = np.array([scores[m][1] for m in sub["model_id"]])
+                mean = float(ce.mean())
+                rows.append({
+                    "corpus": group["corpus"].iloc[0], "layers": int(layers), "size": int(size), "arch": arch,
+                    "model": LABELS[arch], "budget": sub["budget"].iloc[0], "dropout": float(sub["dropout"].iloc[0]),
+                    "seeds": int(ce.size), "ce_nats": mean,
                     "seed_std": float(ce.std(ddof=1)) if ce.size > 1 else float("nan"),
-                    "bootstrap_std": float(boot.mean()),
-                    "params": int(sub["params"].iloc[0]),
+                    "bootstrap_std": float(boot.mean()), "params": int(sub["params"].iloc[0]),
                     "gap_nats": mean - lstm_mean,
-                    "gap_in_lstm_std": (mean - lstm_mean) / lstm_std
-                    if lstm_std and np.isfinite(lstm_std) and lstm_std > 0
+                    "gap_in_lstm_std": (mean - lstm_mean) / lstm_std if np.isfinite(lstm_std) and lstm_std > 0
                     else float("nan"),
-                }
-            )
-    cols = [
-        "corpus",
-        "layers",
-        "size",
-        "arch",
-        "model",
-        "seeds",
-        "ce_nats",
-        "seed_std",
-        "bootstrap_std",
-        "params",
-        "gap_nats",
-        "gap_in_lstm_std",
-    ]
+                })  # fmt: skip
+    cols = ["corpus", "layers", "size", "arch", "model", "budget", "dropout", "seeds", "ce_nats", "seed_std",
+            "bootstrap_std", "params", "gap_nats", "gap_in_lstm_std"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -154,22 +137,24 @@ def caption(df: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+def summary(df: pd.DataFrame) -> str:
+    items = []
+    for corpus, sub in df.groupby("corpus"):
+        order = " < ".join(sub.sort_values("ce_nats")["model"])
+        items.append(f"{corpus}: {order}")
+    return "; ".join(items) + " (Levy et al. PTB Large: - S-RNN < - S-RNN - OUT < LSTM < - S-RNN - HIDDEN << - GATES)"
+
+
 def notes(df: pd.DataFrame) -> list[str]:
     return [
         "Levy et al. measured word-level perplexity on PTB with tuned LSTM hyperparameters; ours is character-level "
-        "cross-entropy with Karpathy et al.'s recipe. The paper's gap column is computed here from its Table "
-        "1 the same "
-        "way as ours: (model - LSTM mean) / LSTM std over seeds.",
+        "cross-entropy with Karpathy et al.'s recipe. The paper's gap column is computed here from its Table 1 the "
+        "same way as ours: (model - LSTM mean) / LSTM std over seeds.",
         "Seed std from only a few seeds is itself uncertain; a gap of a few std units is weak evidence.",
     ]
 
 
-def main(argv=None) -> int:
-    parser = analysis_parser("python -m analyses.ablations", __doc__.split("\n\n")[0])
-    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples (default %(default)s)")
-    args = parser.parse_args(argv)
-    emit(compute(index_for_args(args), args.split, args.resamples), plot, args)
-    return 0
+main = analysis_main(__name__)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,30 @@
-"""What every analysis shares: the index of trained models, Predictions loading, figure saving, CLI plumbing."""
+"""What every analysis shares: loading one (with its contract checked), its cache key, its CLI, figures.
+
+An analysis is one module `analyses/<name>.py` that defines
+
+    TITLE, QUESTION             strings shown in the report
+    compute(ctx) -> DataFrame   a tidy table (one row per observation) from the Context
+    plot(df) -> Figure          a seaborn/matplotlib figure of that table
+    caption(df) -> str          what the numbers show, honestly (including when the models are too weak)
+
+and optionally NEEDS (analyses.context.Needs), SETTINGS (defaults, overridable by the profile's
+[analysis.<name>] table and `--set key=value`), PAPER_SOURCE with paper_table() or with_paper(df),
+notes(df) -> list[str] and summary(df) -> str (its line in the report's findings). Its CLI is
+
+    if __name__ == "__main__":
+        sys.exit(run_cli(main))      with  main = analysis_main(__name__)
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import hashlib
+import importlib
+import json
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import matplotlib
 
@@ -12,62 +33,115 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from charlm import predictions  # noqa: E402
-from charlm.paths import artifacts_root, complete_metrics, predictions_path  # noqa: E402
-from corpora import REGISTRY, atomic  # noqa: E402
+import corpora  # noqa: E402
+from corpora import atomic  # noqa: E402
+from corpora.errors import UserError  # noqa: E402
 
-INDEX_COLUMNS = [
-    "corpus",
-    "model_id",
-    "family",
-    "arch",
-    "layers",
-    "size",
-    "seed",
-    "n",
-    "params",
-    "chars_trained",
-    "seconds",
-    "dir",
-]
+from .context import Context, MissingInput, Needs, model_index, one_recipe_per_corpus  # noqa: E402
+
+REQUIRED = ("TITLE", "QUESTION", "compute", "plot", "caption")
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("corpora", "charlm", "probes", "analyses")  # the code that produces numbers
 
 
-def _row(metrics: dict, directory: Path) -> dict:
-    """One index row from a metrics.json, for neural nets (charlm.train), n-grams and n-NNs alike."""
-    tc = metrics.get("train_config") or {}
-    config = metrics.get("config") or {}
-    family = "neural" if tc else metrics.get("kind", directory.name.split("-")[0])
-    best = next((g for g in metrics.get("grid", []) if g.get("hidden") == metrics.get("best_hidden")), {})
-    return {
-        "corpus": metrics.get("corpus") or directory.parent.name,
-        "model_id": metrics.get("model_id", directory.name),
-        "family": family,
-        "arch": tc.get("arch", family),
-        "layers": tc.get("layers"),
-        "size": tc.get("size", metrics.get("best_hidden")),
-        "seed": tc.get("seed", config.get("seed")),
-        "n": metrics.get("n", config.get("n")),
-        "params": metrics.get("params", best.get("params")),
-        "chars_trained": metrics.get("chars_trained", best.get("chars_trained")),
-        "seconds": metrics.get("seconds", metrics.get("build_seconds")),
-        "dir": str(directory),
-    }
+def load_analysis(name: str) -> ModuleType:
+    """Import analyses.<name> and check it defines what every analysis must; one clear line otherwise."""
+    if not name.isidentifier():
+        raise UserError(f"'{name}' is not an analysis name")
+    try:
+        module = importlib.import_module(f"analyses.{name}")
+    except ModuleNotFoundError as err:
+        if err.name == f"analyses.{name}":
+            raise UserError(f"unknown analysis '{name}': no module analyses/{name}.py") from None
+        raise
+    missing = [part for part in REQUIRED if not hasattr(module, part)]
+    if missing:
+        raise UserError(
+            f"analysis module analyses.{name} lacks {', '.join(missing)}: every analysis defines TITLE, QUESTION, "
+            "compute(ctx), plot(df) and caption(df)"
+        )
+    return module
 
 
-def model_index(root: Path | None = None, corpus: str | None = None) -> pd.DataFrame:
-    """Every completed model under the artifacts root (metrics.json with "complete": true)."""
-    root = Path(root) if root is not None else artifacts_root()
-    pattern = f"{corpus}/*/metrics.json" if corpus else "*/*/metrics.json"
-    rows = []
-    for path in sorted(root.glob(pattern)):
-        metrics = complete_metrics(path)
-        if metrics is not None:
-            rows.append(_row(metrics, path.parent))
-    return pd.DataFrame(rows, columns=INDEX_COLUMNS)
+def needs(module: ModuleType) -> Needs:
+    return getattr(module, "NEEDS", Needs())
 
 
-def load_predictions(row, split: str = "test") -> predictions.Predictions:
-    return predictions.load(predictions_path(Path(row["dir"]), split))
+def settings(module: ModuleType, profile_settings: dict | None = None, overrides: dict | None = None) -> dict:
+    """Module defaults, then the profile's [analysis.<name>] table, then command-line --set values."""
+    defaults = dict(getattr(module, "SETTINGS", {}))
+    merged = {**defaults, **(profile_settings or {}), **(overrides or {})}
+    unknown = sorted(set(merged) - set(defaults))
+    if unknown:
+        name = module.__name__.rsplit(".", 1)[-1]
+        known = ", ".join(sorted(defaults)) or "none"
+        raise UserError(f"analysis '{name}' has no setting {', '.join(unknown)} (its settings: {known})")
+    return merged
+
+
+# ------------------------------------------------------------------------------------- cache key
+
+
+def _module_file(name: str) -> Path | None:
+    parts = name.split(".")
+    if parts[0] not in PACKAGES:
+        return None
+    base = REPO.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules of our packages that a file imports (absolute and relative imports)."""
+    package = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    if path.name == "__init__.py":
+        package = package.rsplit(".", 1)[0]
+    else:
+        package = package.rsplit(".", 1)[0] if "." in package else package
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module or ""
+            found.add(prefix)
+            found.update(f"{prefix}.{alias.name}" for alias in node.names)  # `from . import predictions`
+    return {name for name in found if name.split(".")[0] in PACKAGES}
+
+
+def source_files(module: ModuleType) -> list[Path]:
+    """The analysis module and every module of the suite it imports, transitively (package __init__s too)."""
+    todo, seen = [Path(module.__file__).resolve()], set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imports(path):
+            parts = name.split(".")
+            for k in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
+                found = _module_file(".".join(parts[:k]))
+                if found is not None and found not in seen:
+                    todo.append(found)
+    return sorted(seen)
+
+
+def source_digest(module: ModuleType) -> str:
+    """One hash of every source file whose code can change this analysis's numbers."""
+    h = hashlib.sha256()
+    for path in source_files(module):
+        h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------------- output
 
 
 def save_table(df: pd.DataFrame, path: Path) -> Path:
@@ -87,32 +161,107 @@ def style() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
 
 
-def analysis_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """The common CLI of an analysis: which corpus, where artifacts are, where the table and figure go."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+# ------------------------------------------------------------------------------------- the CLI
+
+
+def _parse_setting(text: str) -> tuple[str, object]:
+    if "=" not in text:
+        raise UserError(f"--set takes KEY=VALUE, got '{text}'")
+    key, value = text.split("=", 1)
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+def analysis_parser(module: ModuleType) -> argparse.ArgumentParser:
+    """The common CLI of an analysis: which corpora and models, settings, where the table and figure go."""
+    name = module.__name__.rsplit(".", 1)[-1]
+    doc = (module.__doc__ or module.TITLE).strip().split("\n\n")[0]
+    defaults = getattr(module, "SETTINGS", {})
+    epilog = "settings (--set KEY=VALUE): " + ", ".join(f"{k}={v!r}" for k, v in defaults.items()) if defaults else None
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=doc, epilog=epilog)
     parser.add_argument(
-        "--corpus",
-        action="append",
-        default=None,
-        help="corpus to analyse (repeatable; default: every corpus with artifacts)",
-    )
+        "--corpus", action="append", default=None,
+        help="corpus to analyse: a registered name or a file path (repeatable; default: every corpus with models)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--splits", default=None, choices=corpora.SPLIT_MODES,
+        help="with --corpus: the split mode the models were trained on (default: any)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--profile", default=None,
+        help="read exactly the models this report profile trains (e.g. quick); needed when the artifacts hold "
+        "models of several training recipes",
+    )  # fmt: skip
     parser.add_argument(
         "--artifacts", type=Path, default=None, help="artifacts root (default $CHARLM_ARTIFACTS or ./artifacts)"
     )
-    parser.add_argument("--split", default="test", help="split whose predictions are read (default %(default)s)")
+    parser.add_argument(
+        "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+        help="an analysis setting (repeatable; the list is below)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write the table to this CSV (default: print it)")
     parser.add_argument("--figure", type=Path, default=None, help="write the figure to this PNG/SVG/PDF")
     return parser
 
 
 def index_for_args(args) -> pd.DataFrame:
-    # Artifacts live under the corpus's name: the registry name, or the stem of a corpus file.
-    names = [c if c in REGISTRY else Path(c).stem for c in args.corpus] if args.corpus else [None]
-    frames = [model_index(args.artifacts, c) for c in names]
-    return pd.concat(frames, ignore_index=True)
+    """The models a standalone analysis may read: the chosen corpora (by their bytes), the profile's models."""
+    index = model_index(args.artifacts)
+    if args.corpus:
+        keys = set()
+        for name in args.corpus:
+            modes = [args.splits] if args.splits else list(corpora.SPLIT_MODES)
+            corpus = corpora.load(name)
+            keys.update(corpus.with_split_mode(m).key for m in modes)
+        index = index[index["corpus_key"].isin(keys)]
+    elif args.splits:
+        index = index[index["corpus_splits"] == args.splits]
+    if args.profile:
+        from reports.pipeline import planned_model_ids  # the report's plan is the one list of a profile's models
+        from reports.profiles import load_profile
+
+        ids = planned_model_ids(load_profile(args.profile), args.corpus)
+        index = index[index["model_id"].isin(ids)]
+    one_recipe_per_corpus(index, "choose with --profile, or --corpus and --splits")
+    return index.reset_index(drop=True)
 
 
-def emit(df: pd.DataFrame, fig_fn, args) -> None:
+def run_module(module: ModuleType, ctx: Context) -> pd.DataFrame:
+    """compute(ctx), after checking the corpora the analysis is about are there."""
+    wanted = needs(module).corpora
+    if wanted:
+        present = {str(c) for c in ctx.index["corpus"].unique()}
+        if not present & set(wanted):
+            name = module.__name__.rsplit(".", 1)[-1]
+            raise MissingInput(
+                f"{name} needs models trained on the {' or '.join(wanted)} corpus: "
+                f"run `python -m reports --profile quick` (or charlm.train --corpus {wanted[0]})"
+            )
+    return module.compute(ctx)
+
+
+def analysis_main(module_name: str):
+    """The `main(argv)` of an analysis module: index -> Context -> compute -> table, figure and caption."""
+
+    def main(argv=None) -> int:
+        module = sys.modules[module_name]
+        parser = analysis_parser(module)
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(parser)
+        args = parser.parse_args(argv)
+        if hasattr(module, "prepare"):
+            module.prepare(args)  # e.g. build missing baselines first
+        overrides = dict(_parse_setting(s) for s in args.settings)
+        ctx = Context(index_for_args(args), settings(module, None, overrides), repair=False, progress=True)
+        emit(run_module(module, ctx), module, args)
+        return 0
+
+    return main
+
+
+def emit(df: pd.DataFrame, module: ModuleType, args) -> None:
     if args.out:
         save_table(df, args.out)
         print(f"wrote {args.out}")
@@ -120,5 +269,6 @@ def emit(df: pd.DataFrame, fig_fn, args) -> None:
         with pd.option_context("display.max_rows", 200, "display.width", 160):
             print(df.to_string(index=False))
     if args.figure:
-        save_figure(fig_fn(df), args.figure)
+        save_figure(module.plot(df), args.figure)
         print(f"wrote {args.figure}")
+    print(module.caption(df))

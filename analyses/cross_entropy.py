@@ -13,16 +13,17 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from charlm.model import LSTM_FAMILY, matched_size
 from charlm.predictions import LN2
 from corpora.errors import run_cli
 
-from .common import analysis_parser, emit, index_for_args, load_predictions, style
+from .common import analysis_main, style
+from .context import Context
 
 TITLE = "Test cross-entropy of every model"
 QUESTION = "How do the RNN, GRU and LSTM compare at equal parameter budgets and depths?"
+ARCHS = ("rnn", "gru", "lstm")
+SETTINGS = {"split": "test", "resamples": 100}  # split scored; bootstrap resamples of positions (Fig 1: 100)
 PAPER_SOURCE = "Karpathy et al. (2016), Fig. 1 left (test cross-entropy, nats/char, bootstrap std < 4e-3)"
-BUDGETS = (64, 128, 256, 512)
 
 # Fig. 1 left. Rows: LSTM-width budget; columns: (type, layers). None where the paper has "-".
 _PAPER = {
@@ -54,68 +55,32 @@ def paper_table() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def budget_of(arch: str, size: int, layers: int, vocab_size: int, candidates=BUDGETS) -> int | None:
-    """The LSTM width whose parameter budget this model was sized to (None if it matches none)."""
-    if arch in LSTM_FAMILY:
-        return int(size)
-    for budget in sorted(set(candidates) | {int(size)}):
-        if matched_size(arch, budget, vocab_size, layers) == size:
-            return budget
-    return None
-
-
-def compute(
-    index: pd.DataFrame, split: str = "test", resamples: int = 100, archs=("rnn", "gru", "lstm")
-) -> pd.DataFrame:
-    """One row per neural model: cross-entropy (nats and bits per char) with its bootstrap std."""
+def compute(ctx: Context) -> pd.DataFrame:
+    """One row per RNN / GRU / LSTM model: cross-entropy (nats and bits per char) with its bootstrap std."""
+    split, resamples = ctx.settings["split"], ctx.settings["resamples"]
     rows = []
-    neural = index[(index["family"] == "neural") & index["arch"].isin(archs)]
-    for _, row in neural.iterrows():
-        preds = load_predictions(row, split)
-        mean, std = preds.cross_entropy(resamples)
-        rows.append(
-            {
-                "corpus": row["corpus"],
-                "arch": row["arch"],
-                "layers": int(row["layers"]),
-                "size": int(row["size"]),
-                "budget": budget_of(row["arch"], int(row["size"]), int(row["layers"]), preds.logp.shape[1]),
-                "params": int(row["params"]),
-                "seed": int(row["seed"]),
-                "chars_trained": int(row["chars_trained"]),
-                "split": split,
-                "ce_nats": mean,
-                "ce_std": std,
-                "ce_bits": mean / LN2,
-                "model_id": row["model_id"],
-            }
-        )
-    cols = [
-        "corpus",
-        "arch",
-        "layers",
-        "size",
-        "budget",
-        "params",
-        "seed",
-        "chars_trained",
-        "split",
-        "ce_nats",
-        "ce_std",
-        "ce_bits",
-        "model_id",
-    ]
-    return pd.DataFrame(rows, columns=cols).sort_values(
-        ["corpus", "budget", "arch", "layers", "seed"], ignore_index=True
-    )
+    for _, row in ctx.models(arch=ARCHS).iterrows():
+        mean, std = ctx.predictions(row, split).cross_entropy(resamples)
+        rows.append({
+            "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
+            "budget": row["budget"], "params": int(row["params"]), "dropout": float(row["dropout"]),
+            "seed": int(row["seed"]), "chars_trained": int(row["chars_trained"]), "split": split,
+            "ce_nats": mean, "ce_std": std, "ce_bits": mean / LN2, "model_id": row["model_id"],
+            "group_id": row["group_id"],
+        })  # fmt: skip
+    cols = ["corpus", "arch", "layers", "size", "budget", "params", "dropout", "seed", "chars_trained", "split",
+            "ce_nats", "ce_std", "ce_bits", "model_id", "group_id"]  # fmt: skip
+    df = pd.DataFrame(rows, columns=cols)
+    return df.sort_values(["corpus", "budget", "arch", "layers", "seed"], ignore_index=True)
 
 
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """Our grid (mean over seeds) beside the paper's number for the same cell."""
-    ours = df.groupby(["corpus", "arch", "layers", "budget"], as_index=False).agg(
-        ce_nats=("ce_nats", "mean"), ce_std=("ce_std", "mean"), seeds=("seed", "count")
+    """Our grid (mean over the seeds of one configuration) beside the paper's number for the same cell."""
+    ours = df.groupby(["corpus", "arch", "layers", "budget", "group_id"], as_index=False, dropna=False).agg(
+        params=("params", "first"), ce_nats=("ce_nats", "mean"), ce_std=("ce_std", "mean"), seeds=("seed", "count")
     )
-    return ours.merge(paper_table(), on=["corpus", "arch", "layers", "budget"], how="left")
+    merged = ours.merge(paper_table(), on=["corpus", "arch", "layers", "budget"], how="left")
+    return merged.drop(columns="group_id")
 
 
 def plot(df: pd.DataFrame):
@@ -130,7 +95,7 @@ def plot(df: pd.DataFrame):
         )
         ax.set_title(f"{corpus}: test cross-entropy")
         ax.set_xlabel("model type and layers")
-        ax.set_ylabel("parameter budget (LSTM width)")
+        ax.set_ylabel("budget row (1-layer LSTM width)")
     fig.tight_layout()
     return fig
 
@@ -143,15 +108,28 @@ def caption(df: pd.DataFrame) -> str:
         ranking = " < ".join(f"{a.upper()} {v:.3f}" for a, v in by_type.items())
         parts.append(
             f"On {corpus} the best model is the {int(best['layers'])}-layer {best['arch'].upper()} of width "
-            f"{int(best['size'])} "
-            f"at {best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char ({best['ce_bits']:.3f} bits); best "
-            f"per type: {ranking}."
+            f"{int(best['size'])} ({int(best['params']):,} parameters, budget row {best['budget']}) at "
+            f"{best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char ({best['ce_bits']:.3f} bits); best per type: "
+            f"{ranking}."
         )
     parts.append(
-        "Bootstrap standard deviations (100 resamples of test positions) measure test-set noise only, not "
-        "seed-to-seed variation."
+        "Every model of a budget row has nearly the parameters of a 1-layer LSTM of that width (Karpathy et al. "
+        "sec 4.1), so deeper models are narrower. Bootstrap standard deviations (100 resamples of test positions) "
+        "measure test-set noise only, not seed-to-seed variation."
     )
     return " ".join(parts)
+
+
+def summary(df: pd.DataFrame) -> str:
+    best = df.loc[df.groupby("corpus")["ce_nats"].idxmin()]
+    paper = paper_table()
+    items = []
+    for _, r in best.iterrows():
+        match = paper[(paper["corpus"] == r["corpus"]) & (paper["arch"] == r["arch"]) & (paper["layers"] == r["layers"])
+                      & (paper["budget"] == r["budget"])]  # fmt: skip
+        theirs = f" (paper, same cell: {match['paper_ce_nats'].iloc[0]:.3f})" if not match.empty else ""
+        items.append(f"{r['corpus']}: best {r['arch'].upper()} L{int(r['layers'])} {r['ce_nats']:.3f} nats{theirs}")
+    return "; ".join(items)
 
 
 def notes(df: pd.DataFrame) -> list[str]:
@@ -164,21 +142,15 @@ def notes(df: pd.DataFrame) -> list[str]:
             "50 epochs with early stopping (about 130M characters on War and Peace): they are far from converged, so "
             "their cross-entropies sit well above the paper's. Compare the ordering of types, not the values."
         )
-    out.append(
-        "Our Linux corpus is built from the 6.1 kernel's kernel/ folder with the paper's recipe and length; "
-        "the paper's "
-        "own file came from an older kernel, so Linux numbers can differ slightly even at convergence."
-    )
+    if "linux" in set(df["corpus"]):
+        out.append(
+            "Our Linux corpus is built from the 6.1 kernel's kernel/ folder with the paper's recipe and length; the "
+            "paper's own file came from an older kernel, so Linux numbers can differ slightly even at convergence."
+        )
     return out
 
 
-def main(argv=None) -> int:
-    parser = analysis_parser("python -m analyses.cross_entropy", __doc__.split("\n\n")[0])
-    parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples (default %(default)s)")
-    args = parser.parse_args(argv)
-    df = compute(index_for_args(args), args.split, args.resamples)
-    emit(df, plot, args)
-    return 0
+main = analysis_main(__name__)
 
 
 if __name__ == "__main__":

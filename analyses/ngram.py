@@ -19,7 +19,8 @@ import corpora
 from charlm.predictions import LN2
 from corpora.errors import UserError, parse_int_list, run_cli
 
-from .common import analysis_parser, emit, index_for_args, load_predictions, style
+from .common import analysis_main, style
+from .context import Context, MissingInput, Needs
 
 TITLE = "n-gram and n-NN baselines"
 QUESTION = "How well can a model that sees only the last n characters do, and where does it saturate?"
@@ -32,6 +33,13 @@ _PAPER = {
     ("linux", "nnn"): [2.707, 1.974, 1.505, 1.395, 1.256, 1.376],
 }
 FAMILIES = ("ngram", "nnn")
+NEEDS = Needs()  # it reports the baselines the profile builds ([baselines] ngram_n, nnn_n)
+SETTINGS = {
+    "split": "test",  # split scored
+    "resamples": 100,  # bootstrap resamples of positions (Table 2: 100)
+    "families": ["ngram", "nnn"],  # which baselines to report
+    "n": [],  # context lengths to report (empty: every one built)
+}
 
 
 def paper_table() -> pd.DataFrame:
@@ -48,40 +56,28 @@ def _disk_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file() and "predictions" not in p.parts)
 
 
-def compute(index: pd.DataFrame, split: str = "test", resamples: int = 100) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
     """One row per baseline model: corpus, family, n, split, cross-entropy (nats, bits, std), disk size, build time."""
+    split, resamples = ctx.settings["split"], ctx.settings["resamples"]
+    families, ns = ctx.settings["families"], ctx.settings["n"]
     rows = []
-    for _, row in index[index["family"].isin(FAMILIES)].iterrows():
-        mean, std = load_predictions(row, split).cross_entropy(resamples)
+    baselines = ctx.index[ctx.index["family"].isin(families)]
+    if ns:
+        baselines = baselines[baselines["n"].isin(ns)]
+    if baselines.empty:
+        raise MissingInput("no n-gram or n-NN baselines: build them with `python -m analyses.ngram --corpus NAME`")
+    for _, row in baselines.iterrows():
+        mean, std = ctx.predictions(row, split).cross_entropy(resamples)
         metrics = json.loads((Path(row["dir"]) / "metrics.json").read_text())
-        rows.append(
-            {
-                "corpus": row["corpus"],
-                "family": row["family"],
-                "n": int(row["n"]),
-                "split": split,
-                "ce_nats": mean,
-                "ce_bits": mean / LN2,
-                "ce_std": std,
-                "hidden": metrics.get("best_hidden"),
-                "disk_bytes": _disk_bytes(Path(row["dir"])),
-                "build_seconds": row["seconds"],
-                "model_id": row["model_id"],
-            }
-        )
-    cols = [
-        "corpus",
-        "family",
-        "n",
-        "split",
-        "ce_nats",
-        "ce_bits",
-        "ce_std",
-        "hidden",
-        "disk_bytes",
-        "build_seconds",
-        "model_id",
-    ]
+        rows.append({
+            "corpus": row["corpus"], "family": row["family"], "n": int(row["n"]), "split": split,
+            "splits": row["corpus_splits"],
+            "ce_nats": mean, "ce_bits": mean / LN2, "ce_std": std, "hidden": metrics.get("best_hidden"),
+            "chars_trained": metrics.get("chars_trained"), "disk_bytes": _disk_bytes(Path(row["dir"])),
+            "build_seconds": row["seconds"], "model_id": row["model_id"],
+        })  # fmt: skip
+    cols = ["corpus", "family", "n", "split", "splits", "ce_nats", "ce_bits", "ce_std", "hidden", "chars_trained",
+            "disk_bytes", "build_seconds", "model_id"]  # fmt: skip
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["corpus", "family", "n"], ignore_index=True)
 
@@ -149,81 +145,77 @@ def caption(df: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+def summary(df: pd.DataFrame) -> str:
+    items = []
+    for (corpus, family), sub in with_paper(df).groupby(["corpus", "family"]):
+        best = sub.loc[sub["ce_nats"].idxmin()]
+        paper = sub.dropna(subset=["paper_ce_nats"])
+        gap = f", mean gap to Table 2 {(paper['ce_nats'] - paper['paper_ce_nats']).mean():+.3f}" if len(paper) else ""
+        items.append(f"{corpus} {family}: best n = {int(best['n'])} at {best['ce_nats']:.3f} nats{gap}")
+    return "; ".join(items)
+
+
 def notes(df: pd.DataFrame) -> list[str]:
-    out = [
-        "The paper's splits are char-rnn's: the file cut into 100 rows whose columns are split 80/10/10 (90/5/5), so "
-        "every split is 100 pieces spread over the whole file. Unless the profile sets splits = 'charrnn', ours are "
-        "contiguous in file order (the last 10% of War and Peace is the test set), which is harder for a fixed window; "
-        "on char-rnn's splits the same KenLM code reproduces the War and Peace row of Table 2 (see README).",
-        "Tokens are bytes (one token each, the train split as one line, --discount_fallback). Our Linux corpus comes "
-        "from the 6.1 kernel's kernel/ folder, not the paper's older file.",
-    ]
+    present = set(df["corpus"])
+    out = []
+    if (df["splits"] == "contiguous").any():
+        where = " (the last 10% of War and Peace is the test set)" if "warpeace" in present else ""
+        out.append(
+            "The paper's splits are char-rnn's: the file cut into 100 rows whose columns are split 80/10/10 (90/5/5), "
+            "so every split is 100 pieces spread over the whole file. These models use contiguous splits in file "
+            f"order{where}, which is harder for a fixed window; on char-rnn's splits (splits = 'charrnn') the same "
+            "KenLM code reproduces the War and Peace row of Table 2 to 0.0005 (see README)."
+        )
+    out.append("Tokens are bytes (one token each, the train split as one line, lmplz --discount_fallback).")
+    if "linux" in present:
+        out.append("Our Linux corpus comes from the 6.1 kernel's kernel/ folder, not the paper's older file.")
     nnn = df[df["family"] == "nnn"]
     if not nnn.empty:
+        chars = sorted({int(c) for c in nnn["chars_trained"].dropna()})
         out.append(
-            "The n-NNs were trained on a character budget with the hidden size chosen on validation from a small "
-            f"grid ({', '.join(str(int(h)) for h in sorted(nnn['hidden'].dropna().unique()))}); the paper "
-            "cross-validated "
-            "the hidden size with the full recipe, so our n-NNs for larger n can sit above its numbers."
+            "The n-NNs chose their hidden size on validation from a grid "
+            f"({', '.join(str(int(h)) for h in sorted(nnn['hidden'].dropna().unique()))} chosen) and saw "
+            f"{', '.join(f'{c:,}' for c in chars)} training characters; the paper cross-validated the hidden size "
+            "with the full recipe, so our n-NNs for larger n can sit above its numbers."
         )
     return out
 
 
-def build_missing(
-    corpus_names: list[str],
-    ns: list[int],
-    families=FAMILIES,
-    nnn_options: dict | None = None,
-    split_mode: str = "contiguous",
-) -> list[str]:
-    """Build and score every requested baseline that has no test predictions yet; returns their model folders."""
-    from charlm import ngram, nnn
-
-    folders = []
-    for name in corpus_names:
-        corpus = corpora.load(name, split_mode=split_mode)
-        for n in ns:
-            if "ngram" in families:
-                folders.append(ngram.predict(corpus, n, split="test").parent.parent)
-            if "nnn" in families and n <= 6:
-                folders.append(nnn.predict(corpus, n, split="test", **(nnn_options or {})).parent.parent)
-    return [str(f.resolve()) for f in folders]
-
-
-def main(argv=None) -> int:
-    parser = analysis_parser("python -m analyses.ngram", __doc__.split("\n\n")[0])
+def add_arguments(parser) -> None:
     parser.add_argument(
-        "--n",
-        default=",".join(map(str, PAPER_N)),
-        help="context lengths to build and report (default %(default)s; n-NN only for n <= 6)",
-    )
+        "--n", default=None,
+        help=f"context lengths to build (with --corpus) and report (default: {','.join(map(str, PAPER_N))} when "
+        "building, else every one found; n-NN only for n <= 6)",
+    )  # fmt: skip
     parser.add_argument("--families", default="ngram,nnn", help="ngram, nnn or both (default %(default)s)")
     parser.add_argument(
-        "--nnn-max-chars",
-        type=int,
-        default=None,
-        help="character budget of each n-NN training (default: the full recipe)",
+        "--nnn-max-chars", type=int, default=None, help="character budget of each n-NN training (default: the recipe)"
     )
-    parser.add_argument(
-        "--splits",
-        default="contiguous",
-        choices=corpora.SPLIT_MODES,
-        help="contiguous (default) or char-rnn's splits, as the paper",
-    )
-    args = parser.parse_args(argv)
-    ns = sorted(set(parse_int_list(args.n, "--n")))
-    families = tuple(f for f in args.families.split(",") if f)
+
+
+def prepare(args) -> None:
+    """With --corpus: build and score every requested baseline that is missing, then report exactly those."""
+    from charlm import ngram, nnn
+
+    families = [f for f in args.families.split(",") if f]
     if set(families) - set(FAMILIES):
         raise UserError(f"--families must be among {', '.join(FAMILIES)}")
-    if not args.corpus:
-        raise UserError("give --corpus NAME (baselines are built per corpus)")
-    folders = build_missing(
-        args.corpus, ns, families, {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else None, args.splits
-    )
-    index = index_for_args(args)
-    index = index[index["dir"].map(lambda d: str(Path(d).resolve())).isin(folders)]  # exactly the models asked for
-    emit(compute(index, args.split), plot, args)
-    return 0
+    ns = sorted(set(parse_int_list(args.n, "--n"))) if args.n else None
+    if args.corpus:
+        options = {"max_chars": args.nnn_max_chars} if args.nnn_max_chars else {}
+        for name in args.corpus:
+            corpus = corpora.load(name, split_mode=args.splits or "contiguous")
+            for n in ns or PAPER_N:
+                if "ngram" in families:
+                    ngram.predict(corpus, n, split="test")
+                if "nnn" in families and n <= 6:
+                    nnn.predict(corpus, n, split="test", **options)
+        args.splits = args.splits or "contiguous"
+        ns = ns or PAPER_N
+    args.settings += [f"families={json.dumps(families)}", f"n={json.dumps(ns or [])}"]
+
+
+main = analysis_main(__name__)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from corpora.errors import UserError
 
 ARCHS = ("rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 LSTM_FAMILY = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
+ABLATIONS = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")  # Levy et al. sec 3.1: at the LSTM's width
+BUDGETS = (64, 128, 256, 512)  # Karpathy et al. sec 4.1: the widths of the 1-layer LSTMs that set the four budget rows
 INIT_RANGE = 0.08  # Karpathy et al. sec 3.3: every parameter uniform in [-0.08, 0.08]
 
 State = list[tuple[torch.Tensor, ...]]  # per layer: (h,) or (h, c), each (B, H)
@@ -304,18 +306,44 @@ def count_params(config: ModelConfig) -> int:
     return layers + H * V + V  # + softmax head
 
 
-def matched_size(arch: str, lstm_size: int, vocab_size: int, layers: int = 1) -> int:
-    """Width of an `arch` model whose parameter count is closest to an LSTM of width `lstm_size`.
+def budget_params(budget: int, vocab_size: int) -> int:
+    """Parameters of the budget row `budget` (Karpathy et al. sec 4.1): those of a 1-layer LSTM of that width.
 
-    The paper's grid (sec 4.1): the LSTM of 64/128/256/512 sets the budget and the RNN and GRU
-    widths are chosen to match it. Levy's ablations instead keep the LSTM's width.
+    "For a 1-layer LSTM we used hidden size vectors of 64, 128, 256, and 512 cells, which [...] translates
+    to approximately 50K, 130K, 400K, and 1.3M parameters"; "Models in each row have nearly equal number
+    of parameters" (Fig 1), whatever their type and depth.
     """
-    target = count_params(ModelConfig("lstm", vocab_size, layers, lstm_size))
-    if arch in LSTM_FAMILY:
-        return lstm_size
-    return min(
-        range(1, 8 * lstm_size + 1), key=lambda h: abs(count_params(ModelConfig(arch, vocab_size, layers, h)) - target)
-    )
+    return count_params(ModelConfig("lstm", vocab_size, 1, budget))
+
+
+def _closest_width(arch: str, target: int, vocab_size: int, layers: int) -> int:
+    """The width whose parameter count is closest to `target` (counts grow with the width: bisect)."""
+    count = lambda h: count_params(ModelConfig(arch, vocab_size, layers, h))
+    lo, hi = 1, 2
+    while count(hi) < target:
+        hi *= 2
+    while hi - lo > 1:  # invariant: count(lo) < target <= count(hi), or lo == 1
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if count(mid) < target else (lo, mid)
+    return min((lo, hi), key=lambda h: (abs(count(h) - target), h))
+
+
+def matched_size(arch: str, budget: int, vocab_size: int, layers: int = 1) -> int:
+    """Width of an `arch` model of `layers` layers sized to the budget row `budget` (a 1-layer LSTM's width).
+
+    Every type and depth of the paper's grid is sized to the row's count (sec 4.1), so a 2-layer LSTM of
+    the 128 row is narrower than 128. Levy et al.'s ablations keep the width of the LSTM they ablate
+    (sec 3.2): for them this returns the LSTM's width at that depth.
+    """
+    sized_as = "lstm" if arch in ABLATIONS else arch
+    return _closest_width(sized_as, budget_params(budget, vocab_size), vocab_size, layers)
+
+
+def budget_of(arch: str, size: int, layers: int, vocab_size: int, budgets=None) -> int | None:
+    """The budget row a model of this shape was sized to (the paper's rows first, then any 1-layer LSTM width),
+    or None if no row gives this width."""
+    candidates = budgets or (*BUDGETS, *range(1, 4 * size + 64))
+    return next((b for b in candidates if matched_size(arch, b, vocab_size, layers) == size), None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ distribution depends on nothing else, so it is an exact and coarser key than the
 (many 20-character contexts never occurred in training and share a short state).
 
 Artifacts: `artifacts/<corpus>/ngram-n{n}-{hash}/` with `model.probing`, `metrics.json`
-("complete": true once built), `lmplz.log`, and `predictions/<split>.npz` (see predictions.py).
+("complete": true once built), `lmplz.log`, and `predictions/model/<split>.npz` (see predictions.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_
 
 from . import predictions
 from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
+from .predict import load_or_remove
 
 LN10 = math.log(10.0)
 DEFAULT_MAX_ORDER = 21  # `make setup` builds KenLM with KENLM_MAX_ORDER=21 (the paper's 20-gram baseline is a 21-gram)
@@ -151,7 +152,7 @@ def model_id(corpus: corpora.Corpus, n: int) -> str:
 
 
 def model_folder(corpus: corpora.Corpus, n: int) -> Path:
-    return artifacts_root() / corpus.name / model_id(corpus, n)
+    return artifacts_root() / corpus.artifact_name / model_id(corpus, n)
 
 
 def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
@@ -204,13 +205,33 @@ def _run_tool(cmd: list[str], log: Path, what: str, order: int) -> float:
     return seconds
 
 
+def damage(folder: Path) -> str | None:
+    """None if the model in `folder` is complete and whole; else what is wrong ("not built" when absent).
+
+    The binary's size is checked against the one recorded at build time: an interrupted copy leaves a
+    shorter file, which KenLM would otherwise read as garbage or refuse with an obscure error.
+    """
+    metrics = _read_metrics(folder)
+    if metrics is None:
+        return "not built"
+    binary = folder / BINARY_NAME
+    if not binary.is_file():
+        return f"{binary} is missing"
+    if binary.stat().st_size != metrics.get("model_bytes"):
+        return f"{binary} is damaged ({binary.stat().st_size:,} bytes, {metrics.get('model_bytes'):,} when built)"
+    return None
+
+
 def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: str | None = None) -> Path:
     """Build (or find cached) the (n+1)-gram of a corpus's train split; returns its artifact folder."""
     order = _check_n(n)
     corpus = _load_corpus(corpus)
     final = model_folder(corpus, n)
-    if _read_metrics(final) is not None and (final / BINARY_NAME).is_file():
+    problem = damage(final)
+    if problem is None:
         return final
+    if problem != "not built":
+        print(f"{final.name}: {problem}: rebuilding it", file=sys.stderr, flush=True)
     lmplz, build_binary = find_tool("lmplz"), find_tool("build_binary")
     train = corpus.split("train")
     if train.size < 2:
@@ -272,9 +293,13 @@ def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: s
         metrics = {
             "model_id": final.name,
             "kind": "ngram",
+            "group_id": final.name.rsplit("-", 1)[-1],
             "corpus": corpus.name,
+            "corpus_source": corpus.source or corpus.name,
+            "corpus_key": corpus.key,
             "corpus_sha256": corpus.sha256,
             "corpus_splits": corpus.split_mode,
+            "vocab_size": corpus.vocab_size,
             "n": int(n),
             "order": order,
             "kenlm": KENLM_SETTINGS,
@@ -393,20 +418,37 @@ def score_stream(
 
 
 def predict(
-    corpus: str | corpora.Corpus, n: int, split: str = "test", progress: bool = True, memory: str | None = None
+    corpus: str | corpora.Corpus,
+    n: int,
+    split: str = "test",
+    progress: bool = True,
+    memory: str | None = None,
+    repair: bool = True,
 ) -> Path:
-    """Predictions of one split (building the model if missing); returns the .npz path (cached)."""
+    """Predictions of one split (building the model if missing); returns the .npz path (cached).
+
+    `repair`: a damaged predictions file or model is rebuilt (and said so); without it, named in a UserError.
+    """
     corpus = _load_corpus(corpus)
     ids = corpus.split(split)
     folder = build(corpus, n, progress=progress, memory=memory)
-    out = predictions_path(folder, split)
-    if out.exists():
+    out = predictions_path(folder, split, "model")
+    digest = f"{folder.name}:{_read_metrics(folder)['model_bytes']}"
+    existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
+    if existing is not None and existing.source_digest == digest:
         return out
-    model = load_model(folder)
+    try:
+        model = load_model(folder)
+    except UserError as err:
+        if not repair:
+            raise
+        print(f"{err}: rebuilding the model", file=sys.stderr, flush=True)
+        shutil.rmtree(folder)
+        return predict(corpus, n, split, progress, memory, repair=False)
     logp, _, stats = score_stream(
         model, ids, token_names(corpus.vocab), progress=progress, desc=f"{folder.name} {split}"
     )
-    predictions.save(out, logp, ids[1:], folder.name)
+    predictions.save(out, predictions.from_logprobs(logp, ids[1:], folder.name, digest))
     metrics = _read_metrics(folder) or {}
     metrics.setdefault("scoring", {})[split] = {
         k: (round(v, 1) if isinstance(v, float) else v) for k, v in stats.items()

@@ -26,9 +26,12 @@ The first n - 1 positions of a split have fewer than n previous characters: the 
 a dedicated "no character" input (an all-zero one-hot block), so row t of the Predictions predicts
 split[t + 1] from split[max(0, t + 1 - n) : t + 1] for every t >= 0, as the contract requires.
 
+Training goes through charlm.train's one loop (`fit`), so an n-NN resumes after an interruption, stops
+with exit code 3 when it diverges, and shows the same progress as the recurrent models.
+
 Artifacts: `artifacts/<corpus>/nnn-n{n}-{hash}/` with `H{size}/checkpoint.pt` + `H{size}/metrics.json`
-per grid member (a finished member is reused after an interruption), `checkpoint.pt` (the chosen
-size), `metrics.json` ("complete": true once the grid is done) and `predictions/<split>.npz`.
+(+ `H{size}/state.pt` for resuming) per grid member, `checkpoint.pt` (the chosen size), `metrics.json`
+("complete": true once the grid is done) and `predictions/checkpoint/<split>.npz`.
 Checkpoints are a plain config + state_dict, loaded with `torch.load(..., weights_only=True)`.
 """
 
@@ -38,7 +41,6 @@ import argparse
 import json
 import math
 import sys
-import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -46,7 +48,6 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from tqdm import tqdm
 
 import corpora
 from corpora import atomic
@@ -56,7 +57,8 @@ from . import predictions
 from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
 from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .train import TrainConfig, learning_rate, require_positive
+from .predict import load_or_remove
+from .train import EXIT_DIVERGED, Task, TrainConfig, TrainingDiverged, file_sha256, fit, require_positive
 
 FORMAT = 1
 _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent models' recipe, one source of truth
@@ -96,10 +98,17 @@ class NNNConfig:
         d["hidden_grid"] = list(self.hidden_grid)
         return d
 
+    def identity(self, corpus_key: str, without: tuple[str, ...] = ()) -> dict:
+        """What the id hashes: every setting but the corpus string, plus `Corpus.key` (its bytes and split mode)."""
+        settings = {k: v for k, v in self.to_dict().items() if k != "corpus" and k not in without}
+        return {**settings, "kind": "nnn", "format": FORMAT, "corpus_key": corpus_key}
+
     def model_id(self, corpus_key: str) -> str:
-        """`corpus_key` is `Corpus.key`: the corpus bytes and how they are split."""
-        digest = config_hash({**self.to_dict(), "kind": "nnn", "format": FORMAT, "corpus_sha256": corpus_key})
-        return f"nnn-n{self.n}-{digest}"
+        return f"nnn-n{self.n}-{config_hash(self.identity(corpus_key))}"
+
+    def group_id(self, corpus_key: str) -> str:
+        """The same hash without the seed (seed siblings share it)."""
+        return config_hash(self.identity(corpus_key, without=("seed",)))
 
 
 class NNN(nn.Module):
@@ -175,6 +184,8 @@ def _payload(model: NNN, corpus: corpora.Corpus, config: NNNConfig, model_id: st
         "vocab": [int(b) for b in corpus.vocab],
         "corpus_sha256": corpus.sha256,
         "corpus": corpus.name,
+        "corpus_key": corpus.key,
+        "corpus_splits": corpus.split_mode,
         "model_id": model_id,
         "nnn_config": config.to_dict(),
         **extra,
@@ -196,116 +207,59 @@ def load_nnn(path: str | Path) -> NNN:
     return model
 
 
-def _complete(path: Path) -> dict | None:
-    return complete_metrics(path)
+class NNNTask(Task):
+    """Shuffled minibatches of positions (the model has no state to carry); each epoch's order comes from
+    (seed, epoch), so a resumed run draws the same batches without saving a generator."""
+
+    def __init__(self, config: NNNConfig, hidden: int, corpus: corpora.Corpus, model_id: str):
+        V = corpus.vocab_size
+        train_ids = corpus.split("train")
+        val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
+        if train_ids.size < 2 or val_ids.size < 2:
+            raise UserError(
+                f"corpus '{corpus.name}' is too small: train and val splits need at least 2 characters each"
+            )
+        self.x_train = context_rows(train_ids, config.n, V)  # (N, n)
+        self.y_train = torch.from_numpy(train_ids[1:].astype(np.int64))
+        self.x_val, self.y_val = context_rows(val_ids, config.n, V), torch.from_numpy(val_ids[1:].astype(np.int64))
+        self.positions = self.x_train.shape[0]
+        self.batch = min(config.batch_chars, self.positions)
+        self.steps_per_epoch = math.ceil(self.positions / self.batch)
+        self.chars_per_step = self.batch
+        self.divergence_loss = 3 * math.log(V) + 1
+        self.config, self.hidden, self.corpus, self.model_id = config, hidden, corpus, model_id
+        torch.manual_seed(config.seed)
+        self.model = NNN(config.n, V, hidden)
+        self.order, self.order_epoch = None, None
+
+    def loss(self, epoch, batch):
+        if self.order_epoch != epoch:
+            generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + epoch)
+            self.order, self.order_epoch = torch.randperm(self.positions, generator=generator), epoch
+        idx = self.order[batch * self.batch : (batch + 1) * self.batch]
+        return F.cross_entropy(self.model(self.x_train[idx]), self.y_train[idx])
+
+    def validate(self):
+        return evaluate(self.model, self.x_val, self.y_val)
+
+    def checkpoint(self, **extra):
+        extra = {k: v for k, v in extra.items() if k not in ("model_id", "kind")}  # the member's metrics identity
+        return _payload(self.model, self.corpus, self.config, self.model_id, hidden=self.hidden, **extra)
+
+    def describe(self):
+        # the fixed zero "no character" row is no parameter
+        return {"hidden": self.hidden, "params": sum(p.numel() for p in self.model.parameters()) - self.hidden}
 
 
 def _train_one(
     config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path, model_id: str, progress: bool
 ) -> dict:
-    """Train one hidden size with the recipe; write out/checkpoint.pt (best on val) and out/metrics.json."""
-    V = corpus.vocab_size
-    train_ids = corpus.split("train")
-    val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
-    if train_ids.size < 2 or val_ids.size < 2:
-        raise UserError(f"corpus '{corpus.name}' is too small: train and val splits need at least 2 characters each")
-    x_train = context_rows(train_ids, config.n, V)
-    y_train = torch.from_numpy(train_ids[1:].astype(np.int64))
-    x_val, y_val = context_rows(val_ids, config.n, V), torch.from_numpy(val_ids[1:].astype(np.int64))
-    positions = x_train.shape[0]
-    batch = min(config.batch_chars, positions)
-    steps_per_epoch = math.ceil(positions / batch)
-    total_steps = config.epochs * steps_per_epoch
-    if config.max_chars is not None:
-        total_steps = min(total_steps, math.ceil(config.max_chars / batch))
-
-    torch.manual_seed(config.seed)
-    model = NNN(config.n, V, hidden)
-    optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
-    shuffler = torch.Generator().manual_seed(config.seed)
-    curve, best_val, best_state, bad, stopped = [], None, None, 0, None
-    loss_sum, loss_steps, order = 0.0, 0, None
-    started = time.perf_counter()
-    bar = tqdm(
-        total=total_steps * batch,
-        unit="char",
-        unit_scale=True,
-        desc=f"{model_id} H{hidden}",
-        disable=not progress,
-        dynamic_ncols=True,
-        mininterval=1.0,
-    )
-    model.train()
-    try:
-        for step in range(total_steps):
-            epoch, k = divmod(step, steps_per_epoch)
-            if k == 0:
-                order = torch.randperm(positions, generator=shuffler)
-            lr = learning_rate(config, epoch)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            idx = order[k * batch : (k + 1) * batch]
-            loss = F.cross_entropy(model(x_train[idx]), y_train[idx])
-            value = loss.item()
-            if not math.isfinite(value):
-                raise UserError(
-                    f"training of {model_id} (hidden {hidden}) diverged at step {step} (loss {value}); try a lower lr"
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            loss_sum, loss_steps = loss_sum + value, loss_steps + 1
-            bar.update(idx.numel())
-            bar.set_postfix(loss=f"{value:.3f}", lr=f"{lr:.2e}", refresh=False)
-            done = step + 1
-            if done % steps_per_epoch == 0 or done == total_steps:
-                val = evaluate(model, x_val, y_val)
-                curve.append(
-                    {
-                        "epoch": round(done / steps_per_epoch, 4),
-                        "step": done,
-                        "chars": done * batch,
-                        "lr": lr,
-                        "train_loss": loss_sum / loss_steps,
-                        "val_loss": val,
-                    }
-                )
-                loss_sum, loss_steps = 0.0, 0
-                if progress:
-                    bar.write(
-                        f"{model_id} H{hidden} epoch {done / steps_per_epoch:.2f}: train "
-                        f"{curve[-1]['train_loss']:.4f}  val {val:.4f} nats/char"
-                    )
-                if best_val is None or val < best_val:
-                    best_val, bad = val, 0
-                    best_state = _payload(
-                        model, corpus, config, model_id, hidden=hidden, val_loss=val, chars_trained=done * batch
-                    )
-                else:
-                    bad += 1
-                    if bad >= config.patience:
-                        stopped = "early_stopping"
-                        break
-    finally:
-        bar.close()
-    seconds = time.perf_counter() - started
-    if stopped is None:
-        stopped = "budget" if total_steps < config.epochs * steps_per_epoch else "epochs"
-    save_payload(out / "checkpoint.pt", best_state)
-    record = {
-        "hidden": hidden,
-        "params": sum(p.numel() for p in model.parameters())
-        - hidden,  # the fixed zero "no character" row is no parameter
-        "best_val_loss": best_val,
-        "chars_trained": curve[-1]["chars"],
-        "chars_per_s": curve[-1]["chars"] / seconds if seconds > 0 else None,
-        "seconds": round(seconds, 2),
-        "stopped": stopped,
-        "epochs": curve,
-        "complete": True,
-    }
-    atomic.write_json(out / "metrics.json", record)
+    """Train one hidden size through charlm.train's loop; out/checkpoint.pt is the best on val."""
+    task = NNNTask(config, hidden, corpus, model_id)
+    member_id = f"{model_id}-H{hidden}"
+    fit(task, config, out, member_id, {"model_id": member_id, "kind": "nnn-member"}, progress, snapshots=False)
+    record = complete_metrics(out / "metrics.json")
+    record["chars_per_s"] = record["chars_trained"] / record["seconds"] if record["seconds"] > 0 else None
     return record
 
 
@@ -314,7 +268,7 @@ def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
 
 
 def model_folder(corpus: corpora.Corpus, config: NNNConfig) -> Path:
-    return artifacts_root() / corpus.name / config.model_id(corpus.key)
+    return artifacts_root() / corpus.artifact_name / config.model_id(corpus.key)
 
 
 def train_nnn(
@@ -335,54 +289,78 @@ def train_nnn(
     if isinstance(hidden_grid, int):
         hidden_grid = (hidden_grid,)
     config = NNNConfig(
-        corpus=corpus.name, n=n, hidden_grid=tuple(hidden_grid), seed=seed, epochs=epochs, max_chars=max_chars, **recipe
-    )
+        corpus=corpus.source or corpus.name, n=n, hidden_grid=tuple(hidden_grid), seed=seed, epochs=epochs,
+        max_chars=max_chars, **recipe,
+    )  # fmt: skip
     config.validate()
     mid = config.model_id(corpus.key)
     out = model_folder(corpus, config)
-    if _complete(out / "metrics.json") and (out / "checkpoint.pt").is_file():
+    if complete_metrics(out / "metrics.json") and (out / "checkpoint.pt").is_file():
         return out
     grid = []
     for hidden in config.hidden_grid:
         member = out / f"H{hidden}"
-        record = _complete(member / "metrics.json")
+        record = complete_metrics(member / "metrics.json")
         if record is None or not (member / "checkpoint.pt").is_file():
             record = _train_one(config, hidden, corpus, member, mid, progress)
         grid.append(record)
     best = min(grid, key=lambda r: r["best_val_loss"])
     payload = load_payload(out / f"H{best['hidden']}" / "checkpoint.pt")
     save_payload(out / "checkpoint.pt", payload)
+    keep = ("hidden", "params", "best_val_loss", "chars_trained", "chars_per_s", "seconds", "stopped", "epochs")
     atomic.write_json(
         out / "metrics.json",
         {
             "model_id": mid,
+            "group_id": config.group_id(corpus.key),
             "kind": "nnn",
             "corpus": corpus.name,
+            "corpus_source": corpus.source or corpus.name,
+            "corpus_key": corpus.key,
             "corpus_sha256": corpus.sha256,
+            "corpus_splits": corpus.split_mode,
             "vocab_size": corpus.vocab_size,
             "config": config.to_dict(),
+            "n": config.n,
             "best_hidden": best["hidden"],
             "best_val_loss": best["best_val_loss"],
-            "grid": [{k: v for k, v in r.items() if k != "complete"} for r in grid],
+            "params": best["params"],
+            "chars_trained": best["chars_trained"],
+            "grid": [{k: r.get(k) for k in keep} for r in grid],
             "seconds": round(sum(r["seconds"] for r in grid), 2),
+            "checkpoint_sha256": file_sha256(out / "checkpoint.pt"),
             "complete": True,
         },
     )
     return out
 
 
-def predict(corpus: str | corpora.Corpus, n: int, split: str = "test", progress: bool = True, **train_kwargs) -> Path:
-    """Predictions of one split by the chosen n-NN (training what is missing); returns the .npz path (cached)."""
+def predict(
+    corpus: str | corpora.Corpus, n: int, split: str = "test", progress: bool = True, repair: bool = True,
+    **train_kwargs,
+) -> Path:  # fmt: skip
+    """Predictions of one split by the chosen n-NN (training what is missing); returns the .npz path (cached).
+
+    Keyed by the chosen checkpoint's sha256; a damaged file is recomputed with `repair`, else named in a UserError.
+    """
     corpus = _load_corpus(corpus)
-    ids = corpus.split(split)
     folder = train_nnn(corpus, n, progress=progress, **train_kwargs)
+    return predict_folder(folder, corpus, split, repair)
+
+
+def predict_folder(folder: Path, corpus: corpora.Corpus, split: str = "test", repair: bool = True) -> Path:
+    """Predictions of one split by the trained n-NN in `folder`, keyed by its checkpoint's sha256."""
+    ids = corpus.split(split)
     out = predictions_path(folder, split)
-    if out.exists():
+    digest = file_sha256(folder / "checkpoint.pt")
+    existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
+    if existing is not None and existing.source_digest == digest:
         return out
     model = load_nnn(folder / "checkpoint.pt")
     if model.meta.get("corpus_sha256") != corpus.sha256:
         raise UserError(f"checkpoint in {folder} was not trained on corpus '{corpus.name}' (sha256 mismatch)")
-    return predictions.save(out, predict_logprobs(model, ids), ids[1:], model.meta.get("model_id", folder.name))
+    mid = model.meta.get("model_id", folder.name)
+    return predictions.save(out, predictions.from_logprobs(predict_logprobs(model, ids), ids[1:], mid, digest))
 
 
 def main(argv=None) -> int:
@@ -426,18 +404,15 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     corpus = corpora.load(args.corpus, split_mode=args.splits)
     for n in ns:
-        path = predict(
-            corpus,
-            n,
-            args.split,
-            progress=not args.quiet,
-            hidden_grid=grid,
-            max_chars=args.max_chars,
-            epochs=args.epochs,
-            seed=args.seed,
-            batch_chars=args.batch_chars,
-        )
-        metrics = json.loads((path.parent.parent / "metrics.json").read_text())
+        try:
+            path = predict(
+                corpus, n, args.split, progress=not args.quiet, repair=False, hidden_grid=grid,
+                max_chars=args.max_chars, epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars,
+            )  # fmt: skip
+        except TrainingDiverged as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_DIVERGED
+        metrics = json.loads((path.parents[2] / "metrics.json").read_text())
         preds = predictions.load(path)
         grid_text = ", ".join(f"H{r['hidden']} {r['best_val_loss']:.4f}" for r in metrics["grid"])
         print(

@@ -23,8 +23,16 @@ def model_dir(corpus: str, model_id: str) -> Path:
     return artifacts_root() / corpus / model_id
 
 
-def predictions_path(model_directory: Path, split: str) -> Path:
-    return Path(model_directory) / "predictions" / f"{split}.npz"
+def predictions_path(model_directory: Path, split: str, source: str = "checkpoint") -> Path:
+    """Predictions of one split by one checkpoint of a model (`source`: the checkpoint's stem, or "model")."""
+    return Path(model_directory) / "predictions" / source / f"{split}.npz"
+
+
+def checkpoint_predictions_path(checkpoint: str | os.PathLike, split: str) -> Path:
+    """Where the predictions of a checkpoint go: its model folder, keyed by the checkpoint (snapshots included)."""
+    checkpoint = Path(checkpoint)
+    folder = checkpoint.parent.parent if checkpoint.parent.name == "snapshots" else checkpoint.parent
+    return predictions_path(folder, split, checkpoint.stem)
 
 
 def complete_metrics(metrics_path: Path) -> dict | None:

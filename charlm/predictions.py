@@ -1,13 +1,32 @@
 """Predictions: the one contract every model answers through.
 
-For a split of n characters, `logp` is float32 (n - 1, V): row t holds the log-probabilities
-over the byte vocabulary of character t + 1 given characters 0..t of the split, read as one
-continuous stream. `targets` (n - 1,) are the true next characters. Neural nets, n-grams and
-n-NNs all write this, so every analysis that reads Predictions works for every model.
+For a split of n characters, row t predicts character t + 1 from characters 0..t of the split,
+read as one continuous stream (t = 0..n-2). Neural nets, n-grams and n-NNs all write this, so every
+analysis that reads Predictions works for every model. A file holds, for T = n - 1 positions:
+
+    target_logp  (T,)    float32  log-probability of the true next character (exact)
+    argmax       (T,)    uint8    the most likely next character (exact)
+    targets      (T,)    int16    vocabulary index of the true next character
+    logp         (R, V)  float16  log-probabilities over the vocabulary: every row (R = T), or, for
+                                  training snapshots, the fixed sample of rows in `positions`
+    source_digest        what they were computed from: the checkpoint's sha256, or an n-gram's id and size
+
+Storage and its error bound. Cross-entropy, p(correct), error masks and argmax come from the exact
+columns, so they carry no storage error at all. The full distributions are float16, rounded to
+nearest: each stored log-probability a' of an exact a satisfies |a' - a| <= u |a| with u = 2^-11.
+A KL divergence KL(p || q) = sum_v p_v (a_v - b_v) computed from stored rows then errs by at most
+
+    B = sum_v p_v [ (exp(u |a_v|) - 1) |a_v - b_v| + exp(u |a_v|) u (|a_v| + |b_v|) ]    (per row)
+
+(`kl_error_bound`; tests check the actual error against it on a trained model's predictions). This
+halves the disk of float32 (57 MB per War and Peace model instead of 114 MB); snapshots store only
+`SAMPLE_POSITIONS` rows of distributions, so a run's dozen snapshots cost about 5 MB each.
 """
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -17,23 +36,70 @@ import numpy as np
 from corpora.atomic import atomic_path
 from corpora.errors import UserError
 
+FORMAT = 2
 LN2 = float(np.log(2.0))
+FLOAT16_UNIT = 2.0**-11  # float16 relative rounding error (half a unit in the last place)
+SAMPLE_POSITIONS = 20_000  # rows of full distributions kept for a training snapshot (and t-SNE)
+
+
+class CorruptArtifact(UserError):
+    """An artifact on disk that cannot be read back (truncated, damaged, or of another format)."""
+
+    def __init__(self, path: str | Path, why: str):
+        self.path = Path(path)
+        super().__init__(f"{path} is damaged ({why})")
+
+
+def sample_positions(n_positions: int, k: int = SAMPLE_POSITIONS) -> np.ndarray:
+    """The fixed sample of rows every model stores distributions for: k evenly spaced positions."""
+    return np.unique(np.linspace(0, n_positions - 1, min(k, n_positions)).round().astype(np.int64))
 
 
 @dataclass(frozen=True, eq=False)
 class Predictions:
-    logp: np.ndarray  # (T, V) float32 log-probabilities of the next character
-    targets: np.ndarray  # (T,) vocabulary index of the true next character
+    target_logp: np.ndarray  # (T,) float32 log-probability of the true next character
+    targets: np.ndarray  # (T,) int64 vocabulary index of the true next character
+    argmax: np.ndarray  # (T,) int64 most likely next character
+    logp: np.ndarray  # (R, V) float16 log-probabilities: all rows, or the rows in `positions`
+    positions: np.ndarray | None = None  # None: logp holds every row
     model_id: str = ""
+    source_digest: str = ""  # the checkpoint's sha256 (or an n-gram's id and size) these were computed from
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.logp.shape[1])
+
+    @property
+    def n_positions(self) -> int:
+        return int(self.targets.size)
+
+    @property
+    def complete(self) -> bool:
+        """True when `logp` holds the distribution of every position."""
+        return self.positions is None
 
     @cached_property
     def nll(self) -> np.ndarray:
-        """(T,) negative log-likelihood of each true character, in nats."""
-        return -self.logp[np.arange(self.targets.size), self.targets].astype(np.float64)
+        """(T,) negative log-likelihood of each true character, in nats (exact)."""
+        return -self.target_logp.astype(np.float64)
 
     @cached_property
     def p_correct(self) -> np.ndarray:
+        """(T,) probability given to the true character (exact); an error is p_correct < 0.5 (Karpathy sec 4.3)."""
         return np.exp(-self.nll)
+
+    def distributions(self, positions: np.ndarray | None = None) -> np.ndarray:
+        """(K, V) float32 log-probabilities at `positions` (default: every stored row)."""
+        if positions is None:
+            return self.logp.astype(np.float32)
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.positions is None:
+            return self.logp[positions].astype(np.float32)
+        rows = np.searchsorted(self.positions, positions)
+        rows = np.minimum(rows, self.positions.size - 1)
+        if not np.array_equal(self.positions[rows], positions):
+            raise UserError(f"predictions of {self.model_id} hold distributions only at their sample of positions")
+        return self.logp[rows].astype(np.float32)
 
     def cross_entropy(self, resamples: int = 100, seed: int = 0) -> tuple[float, float]:
         return bootstrap_mean(self.nll, resamples, seed)
@@ -42,8 +108,8 @@ class Predictions:
         """One line for the CLIs: cross-entropy in nats and bits per character with its bootstrap std."""
         mean, std = self.cross_entropy(resamples)
         return (
-            f"{split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / LN2:.4f} +- {std / LN2:.4f} bits/char "
-            f"({self.targets.size:,} positions)"
+            f"{split} cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / LN2:.4f} +- {std / LN2:.4f} "
+            f"bits/char ({self.targets.size:,} positions)"
         )
 
 
@@ -58,21 +124,95 @@ def bootstrap_mean(values: np.ndarray, resamples: int = 100, seed: int = 0) -> t
     return float(values.mean()), float(means.std(ddof=1))
 
 
-def save(path: str | Path, logp: np.ndarray, targets: np.ndarray, model_id: str = "") -> Path:
-    logp = np.asarray(logp, dtype=np.float32)
-    if logp.ndim != 2 or logp.shape[0] != len(targets):
-        raise ValueError(f"logp {logp.shape} and targets {len(targets)} do not match")
+def from_logprobs(
+    logp: np.ndarray,
+    targets: np.ndarray,
+    model_id: str = "",
+    source_digest: str = "",
+    positions: np.ndarray | None = None,
+) -> Predictions:
+    """The stored form of exact (T, V) log-probabilities; `positions` keeps distributions for those rows only."""
+    logp = np.asarray(logp)
+    targets = np.asarray(targets, dtype=np.int64)
+    if logp.ndim != 2 or logp.shape[0] != targets.size:
+        raise ValueError(f"logp {logp.shape} and targets {targets.size} do not match")
+    target_logp = logp[np.arange(targets.size), targets].astype(np.float32)
+    argmax = logp.argmax(axis=1)
+    kept = logp if positions is None else logp[np.asarray(positions, dtype=np.int64)]
+    return Predictions(
+        target_logp=target_logp,
+        targets=targets,
+        argmax=argmax.astype(np.int64),
+        logp=kept.astype(np.float16),
+        positions=None if positions is None else np.asarray(positions, dtype=np.int64),
+        model_id=model_id,
+        source_digest=source_digest,
+    )
+
+
+def save(path: str | Path, preds: Predictions) -> Path:
+    arrays = {
+        "format": np.array(FORMAT),
+        "target_logp": preds.target_logp.astype(np.float32),
+        "targets": preds.targets.astype(np.int16),
+        "argmax": preds.argmax.astype(np.uint8),
+        "logp": preds.logp.astype(np.float16),
+        "model_id": np.array(preds.model_id),
+        "source_digest": np.array(preds.source_digest),
+    }
+    if preds.positions is not None:
+        arrays["positions"] = preds.positions.astype(np.int64)
     with atomic_path(path, suffix=".tmp.npz") as tmp:
-        np.savez(tmp, logp=logp, targets=np.asarray(targets, dtype=np.int16), model_id=np.array(model_id))
+        np.savez(tmp, **arrays)
     return Path(path)
 
 
 def load(path: str | Path) -> Predictions:
+    """Read a predictions file; a missing one is a UserError, a damaged one a CorruptArtifact naming it."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"predictions {path} do not exist")
     try:
-        with np.load(path, allow_pickle=False) as f:
-            return Predictions(f["logp"], f["targets"].astype(np.int64), str(f["model_id"]))
-    except (ValueError, KeyError, OSError) as err:
-        raise UserError(f"predictions {path} are corrupt ({err})") from None
+        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as f:
+            if "format" not in f.files or int(f["format"]) != FORMAT:
+                raise CorruptArtifact(path, f"not a predictions file of format {FORMAT}")
+            positions = f["positions"] if "positions" in f.files else None
+            preds = Predictions(
+                target_logp=f["target_logp"],
+                targets=f["targets"].astype(np.int64),
+                argmax=f["argmax"].astype(np.int64),
+                logp=f["logp"],
+                positions=positions,
+                model_id=str(f["model_id"]),
+                source_digest=str(f["source_digest"]),
+            )
+    except CorruptArtifact:
+        raise
+    except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+        raise CorruptArtifact(path, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
+    rows = preds.n_positions if positions is None else positions.size
+    if not (preds.target_logp.size == preds.argmax.size == preds.n_positions and preds.logp.shape[0] == rows):
+        raise CorruptArtifact(path, "its arrays disagree in length")
+    return preds
+
+
+# ----------------------------------------------------------------------------------------- divergences
+
+
+def kl_divergence(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
+    """(K,) KL(p || q) in nats per row, from (K, V) log-probabilities."""
+    logp, logq = np.asarray(logp, np.float64), np.asarray(logq, np.float64)
+    return (np.exp(logp) * (logp - logq)).sum(axis=1)
+
+
+def symmetric_kl(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
+    """(K,) KL(p || q) + KL(q || p), the symmetric divergence of Karpathy et al. Fig 5 (right)."""
+    logp, logq = np.asarray(logp, np.float64), np.asarray(logq, np.float64)
+    return ((np.exp(logp) - np.exp(logq)) * (logp - logq)).sum(axis=1)
+
+
+def kl_error_bound(logp: np.ndarray, logq: np.ndarray, unit: float = FLOAT16_UNIT) -> np.ndarray:
+    """(K,) the bound B of the module docstring on |KL computed from float16 rows - exact KL|, per row."""
+    a, b = np.asarray(logp, np.float64), np.asarray(logq, np.float64)
+    grow = np.exp(unit * np.abs(a))
+    return (np.exp(a) * ((grow - 1) * np.abs(a - b) + grow * unit * (np.abs(a) + np.abs(b)))).sum(axis=1)

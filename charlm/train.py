@@ -4,27 +4,41 @@ Uniform init in [-0.08, 0.08]; RMSProp (lr 2e-3, alpha 0.95); batch 100 x unroll
 truncated BPTT (state carried across batches); 50 epochs; lr x0.95 per epoch after epoch 10;
 gradient-norm clipping; early stopping on validation loss; dropout as an option.
 
+One loop, `fit`, trains every model of the suite: the recurrent language models here, the n-NN
+baseline (nnn.py) and the pooling classifiers. Each supplies a `Task`: the loss of one minibatch,
+its validation loss, the extra state a resume needs and a self-describing checkpoint. The loop
+owns the recipe: schedule, clipping, divergence checks, early stopping, snapshots, resume state,
+metrics and the progress bar.
+
 A run writes under `artifacts/<corpus>/<model id>/`:
     state.pt        everything needed to resume (model, optimizer, RNG, carried state, curves)
     checkpoint.pt   the best model on validation so far (self-describing, see checkpoint.py)
     snapshots/      models at log-spaced points of the first epochs (for training dynamics)
-    metrics.json    per-epoch train/val curve; "complete": true once the run has ended
+    metrics.json    per-epoch train/val curve, identity, checkpoint digests; "complete": true once ended
 Killed at any moment and started again with the same command, a run resumes from state.pt
 and ends with the same numbers as an uninterrupted one (same seed, CPU).
+
+Identity: a model id is a readable slug plus a hash of the training config and the corpus key
+(its bytes and split mode; not the path it was read from). Seed siblings share a `group_id`
+(the same hash without the seed): analyses average over seeds within one group and nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import math
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 from tqdm import tqdm
 
@@ -33,16 +47,17 @@ from corpora import atomic
 from corpora.batching import stream_windows
 from corpora.errors import UserError, add_corpus_arguments, run_cli
 
-from .checkpoint import load_payload, save_checkpoint, save_payload
-from .model import ARCHS, CharLM, ModelConfig, count_params
-from .paths import config_hash, model_dir
+from .checkpoint import FORMAT, load_payload, save_payload
+from .model import ARCHS, CharLM, ModelConfig, budget_of, count_params
+from .paths import complete_metrics, config_hash, model_dir
 
 EXIT_DIVERGED = 3
+IDENTITY_FORMAT = 2  # bump when what a model id hashes changes
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    corpus: str  # registered corpus name or a path to a text file
+    corpus: str  # registered corpus name or a path to a text file (identified by its bytes, not this string)
     arch: str  # one of charlm.ARCHS
     layers: int = 2  # stacked recurrent layers
     size: int = 128  # hidden width
@@ -66,10 +81,19 @@ class TrainConfig:
     def model_config(self, vocab_size: int) -> ModelConfig:
         return ModelConfig(self.arch, vocab_size, self.layers, self.size, self.dropout)
 
+    def identity(self, corpus_key: str, without: tuple[str, ...] = ()) -> dict:
+        """What a model id hashes: every setting but the corpus string, plus the corpus key (bytes, split mode)."""
+        settings = {k: v for k, v in asdict(self).items() if k != "corpus" and k not in without}
+        return {**settings, "corpus_key": corpus_key, "kind": "charlm", "identity": IDENTITY_FORMAT}
+
     def model_id(self, corpus_key: str) -> str:
         """Readable slug plus a hash of the full config and the corpus (`Corpus.key`: its bytes and split mode)."""
-        digest = config_hash({**asdict(self), "corpus_sha256": corpus_key})
-        return f"{self.arch}-L{self.layers}-H{self.size}-s{self.seed}-{digest}"
+        drop = f"-d{self.dropout:g}" if self.dropout else ""
+        return f"{self.arch}-L{self.layers}-H{self.size}{drop}-s{self.seed}-{config_hash(self.identity(corpus_key))}"
+
+    def group_id(self, corpus_key: str) -> str:
+        """The same hash without the seed: the models that differ only in their seed share it."""
+        return config_hash(self.identity(corpus_key, without=("seed",)))
 
     def validate(self) -> None:
         ModelConfig(self.arch, 2, self.layers, self.size, self.dropout)  # raises UserError on bad arch/sizes
@@ -84,10 +108,10 @@ def require_positive(config, *names: str) -> None:
 
 
 class TrainingDiverged(RuntimeError):
-    pass
+    """Loss or weights became non-finite (or the loss exploded); the last good state is kept. CLIs exit 3."""
 
 
-def learning_rate(config: TrainConfig, epoch: int) -> float:
+def learning_rate(config, epoch: int) -> float:
     """epoch is 0-based: epochs 0..decay_after-1 at the base rate, then x lr_decay per epoch."""
     return config.lr * config.lr_decay ** max(0, epoch - config.decay_after + 1)
 
@@ -99,6 +123,250 @@ def pick_device(device: str | None = None) -> torch.device:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device '{device}' asked for, but torch sees no CUDA device")
     return torch.device(device)
+
+
+def file_sha256(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------- the loop
+
+
+class Task:
+    """What `fit` needs from one kind of model. Subclasses set `model`, `steps_per_epoch`, `chars_per_step`."""
+
+    model: nn.Module
+    steps_per_epoch: int  # minibatches per pass over the training data
+    chars_per_step: int  # training characters (positions) per minibatch
+    divergence_loss: float = float("inf")  # a finite loss above this counts as divergence
+
+    def loss(self, epoch: int, batch: int) -> torch.Tensor:
+        """Mean loss of minibatch `batch` of epoch `epoch` (0-based), with the graph for backward."""
+        raise NotImplementedError
+
+    def after_step(self) -> None:
+        """Called after each optimiser step (the recurrent task truncates BPTT here)."""
+
+    def validate(self) -> float:
+        """Mean validation loss per position."""
+        raise NotImplementedError
+
+    def resume_state(self) -> dict:
+        """Extra state a resume needs besides weights, optimiser and RNG (plain tensors and containers)."""
+        return {}
+
+    def load_resume_state(self, state: dict) -> None:
+        pass
+
+    def checkpoint(self, **extra: Any) -> dict:
+        """A self-describing payload of the current weights (see checkpoint.py)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        """What metrics.json records about the model (config, parameter count)."""
+        return {"params": sum(p.numel() for p in self.model.parameters())}
+
+
+def snapshot_steps(config, steps_per_epoch: int, total_steps: int) -> list[int]:
+    """Log-spaced steps over the first `snapshot_epochs` epochs (or the whole budget when shorter)."""
+    horizon = max(1, min(total_steps, int(config.snapshot_epochs * steps_per_epoch)))
+    return sorted({int(s) for s in np.round(np.geomspace(1, horizon, config.snapshots))})
+
+
+def _rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state) -> None:
+    if isinstance(state, torch.Tensor):  # state files written before the CUDA state was saved
+        state = {"cpu": state}
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def fit(
+    task: Task,
+    config,
+    out: Path,
+    model_id: str,
+    meta: dict,
+    progress: bool = True,
+    checkpoint_every_s: float = 60.0,
+    snapshots: bool = True,
+) -> Path:
+    """Train `task.model` with the recipe in `config` (lr, rms_alpha, lr_decay, decay_after, grad_clip, epochs,
+    max_chars, patience, snapshots, snapshot_epochs); resume from `out/state.pt` if present.
+
+    Writes out/checkpoint.pt (best on validation), out/snapshots/, out/state.pt and out/metrics.json, whose
+    "complete": true marks the run done. Raises TrainingDiverged on a non-finite or exploding loss.
+    """
+    out = Path(out)
+    metrics_path = out / "metrics.json"
+    state_path = out / "state.pt"
+    model = task.model
+    optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
+    steps_per_epoch, chars_per_step = task.steps_per_epoch, task.chars_per_step
+    total_steps = config.epochs * steps_per_epoch
+    if config.max_chars is not None:
+        total_steps = min(total_steps, math.ceil(config.max_chars / chars_per_step))
+    snap_at = set(snapshot_steps(config, steps_per_epoch, total_steps)) if snapshots else set()
+    progress_state = {
+        "step": 0,
+        "seconds": 0.0,
+        "epochs": [],
+        "best_val": None,
+        "best_step": None,
+        "bad_epochs": 0,
+        "epoch_loss_sum": 0.0,
+        "epoch_steps": 0,
+        "snapshots": [],
+    }
+    if state_path.exists():
+        saved = load_payload(state_path)
+        if saved.get("model_id") != model_id:
+            raise UserError(
+                f"{state_path} belongs to another model ({saved.get('model_id')}); give a new --out for {model_id}"
+            )
+        model.load_state_dict(saved["state_dict"])
+        optimizer.load_state_dict(saved["optimizer"])
+        _set_rng_state(saved["rng"])
+        task.load_resume_state(saved.get("task") or {})
+        progress_state = {**progress_state, **saved["progress"]}
+    out.mkdir(parents=True, exist_ok=True)
+    if snap_at:
+        (out / "snapshots").mkdir(exist_ok=True)
+
+    def write_metrics(complete: bool, stopped: str | None = None):
+        best = out / "checkpoint.pt"
+        atomic.write_json(
+            metrics_path,
+            {
+                **meta,
+                **task.describe(),
+                "chars_trained": progress_state["step"] * chars_per_step,
+                "seconds": round(progress_state["seconds"], 2),
+                "epochs": progress_state["epochs"],
+                "best_val_loss": progress_state["best_val"],
+                "best_step": progress_state["best_step"],
+                "snapshots": progress_state["snapshots"],
+                "checkpoint_sha256": file_sha256(best) if complete and best.exists() else None,
+                "complete": complete,
+                "stopped": stopped,
+            },
+        )
+
+    def save_state():
+        save_payload(
+            state_path,
+            {
+                "model_id": model_id,
+                "config": task.describe(),
+                "state_dict": model.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "rng": _rng_state(),
+                "task": task.resume_state(),
+                "progress": progress_state,
+            },
+        )
+
+    def diverged(step: int, epoch: int, what: str) -> TrainingDiverged:
+        kept = f"kept the last good state in {state_path}" if state_path.exists() else "no state had been saved yet"
+        return TrainingDiverged(
+            f"training of {model_id} diverged at step {step} (epoch {epoch + 1}, {what}); {kept}; "
+            "try a lower --lr or gradient clip"
+        )
+
+    model.train()
+    started = last_save = time.perf_counter()
+    bar = tqdm(
+        total=total_steps * chars_per_step,
+        initial=progress_state["step"] * chars_per_step,
+        unit="char",
+        unit_scale=True,
+        desc=model_id,
+        disable=not progress,
+        dynamic_ncols=True,
+        mininterval=1.0,
+    )
+    stopped = None
+    try:
+        while progress_state["step"] < total_steps:
+            step = progress_state["step"]
+            epoch, batch = divmod(step, steps_per_epoch)
+            lr = learning_rate(config, epoch)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            loss = task.loss(epoch, batch)
+            loss_value = loss.item()
+            if not math.isfinite(loss_value) or loss_value > task.divergence_loss:
+                raise diverged(step, epoch, f"loss {loss_value:.3g}")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+            optimizer.step()
+            if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():
+                raise diverged(step, epoch, "the update made weights non-finite")  # never save non-finite weights
+            task.after_step()
+            progress_state["step"] = step = step + 1
+            progress_state["epoch_loss_sum"] += loss_value
+            progress_state["epoch_steps"] += 1
+            bar.update(chars_per_step)
+            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", refresh=False)
+            if step in snap_at:
+                path = out / "snapshots" / f"step{step:07d}.pt"
+                save_payload(path, task.checkpoint(step=step, chars_trained=step * chars_per_step, **meta))
+                progress_state["snapshots"].append(
+                    {"step": step, "chars": step * chars_per_step, "file": f"snapshots/{path.name}",
+                     "sha256": file_sha256(path)}
+                )  # fmt: skip
+            end_of_epoch = step % steps_per_epoch == 0
+            if end_of_epoch or step == total_steps:
+                val = task.validate()
+                record = {
+                    "epoch": round(step / steps_per_epoch, 4),
+                    "step": step,
+                    "chars": step * chars_per_step,
+                    "lr": lr,
+                    "train_loss": progress_state["epoch_loss_sum"] / progress_state["epoch_steps"],
+                    "val_loss": val,
+                }
+                progress_state["epochs"].append(record)
+                progress_state["epoch_loss_sum"], progress_state["epoch_steps"] = 0.0, 0
+                if progress:
+                    bar.write(
+                        f"{model_id} epoch {record['epoch']:.2f}: train {record['train_loss']:.4f}  "
+                        f"val {val:.4f} nats/char"
+                    )
+                if progress_state["best_val"] is None or val < progress_state["best_val"]:
+                    progress_state["best_val"], progress_state["best_step"], progress_state["bad_epochs"] = val, step, 0
+                    payload = task.checkpoint(step=step, chars_trained=step * chars_per_step, val_loss=val, **meta)
+                    save_payload(out / "checkpoint.pt", payload)
+                else:
+                    progress_state["bad_epochs"] += 1
+                if progress_state["bad_epochs"] >= config.patience:
+                    stopped = "early_stopping"
+                    break
+            now = time.perf_counter()
+            if end_of_epoch or now - last_save >= checkpoint_every_s:
+                progress_state["seconds"] += now - started
+                started = last_save = now
+                save_state()
+                write_metrics(complete=False)
+    finally:
+        bar.close()
+    progress_state["seconds"] += time.perf_counter() - started
+    save_state()
+    if stopped is None:
+        stopped = "budget" if total_steps < config.epochs * steps_per_epoch else "epochs"
+    write_metrics(complete=True, stopped=stopped)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- recurrent LMs
 
 
 @torch.no_grad()
@@ -117,20 +385,84 @@ def evaluate(model: CharLM, ids: np.ndarray, batch_size: int, unroll: int) -> fl
     return total / y.size
 
 
-def snapshot_steps(config: TrainConfig, steps_per_epoch: int, total_steps: int) -> list[int]:
-    horizon = max(1, min(total_steps, int(config.snapshot_epochs * steps_per_epoch)))
-    return sorted({int(s) for s in np.round(np.geomspace(1, horizon, config.snapshots))})
+class LanguageModelTask(Task):
+    """Truncated BPTT over `batch_size` contiguous streams; the state is carried across minibatches."""
+
+    def __init__(self, config: TrainConfig, corpus: corpora.Corpus, device: torch.device):
+        x, y = stream_windows(corpus.split("train"), config.batch_size, config.unroll)
+        self.x, self.y = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)  # (n_batches, B, T)
+        self.val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
+        if self.val_ids.size < 2:
+            raise UserError(
+                f"the val split of corpus '{corpus.name}' has {self.val_ids.size} characters: too few to validate on"
+            )
+        self.config, self.corpus = config, corpus
+        torch.manual_seed(config.seed)
+        self.model = CharLM(config.model_config(corpus.vocab_size)).to(device)
+        self.steps_per_epoch = self.x.shape[0]
+        self.chars_per_step = config.batch_size * config.unroll
+        self.divergence_loss = 3 * math.log(corpus.vocab_size) + 1  # far above a uniform guess
+        self.carried = None
+
+    def loss(self, epoch, batch):
+        if batch == 0:
+            self.carried = None  # each epoch starts its streams from a zero state
+        logits, self.carried = self.model.forward_with_state(self.x[batch], self.carried, fused=self.config.fused)
+        return F.cross_entropy(logits.flatten(0, 1), self.y[batch].flatten())
+
+    def after_step(self):
+        self.carried = [tuple(t.detach() for t in s) for s in self.carried]  # truncate BPTT at the window edge
+
+    def validate(self):
+        return evaluate(self.model, self.val_ids, self.config.batch_size, self.config.unroll)
+
+    def resume_state(self):
+        return {"carried": [[t.cpu() for t in s] for s in self.carried] if self.carried is not None else None}
+
+    def load_resume_state(self, state):
+        device = self.model.head.weight.device
+        carried = state.get("carried")
+        self.carried = [tuple(t.to(device) for t in s) for s in carried] if carried is not None else None
+
+    def checkpoint(self, **extra):
+        return {
+            "format": FORMAT,
+            "kind": "charlm",
+            "config": self.model.config.to_dict(),
+            "state_dict": {k: v.cpu() for k, v in self.model.state_dict().items()},
+            "vocab": [int(b) for b in self.corpus.vocab],
+            "corpus_sha256": self.corpus.sha256,
+            **extra,
+        }
+
+    def describe(self):
+        config = self.model.config
+        return {
+            "model_config": config.to_dict(),
+            "params": count_params(config),
+            "budget": budget_of(config.arch, config.size, config.layers, config.vocab_size),
+        }
 
 
-def _state_payload(model, optimizer, carried, progress: dict) -> dict:
+def identity_meta(config: TrainConfig, corpus: corpora.Corpus) -> dict:
+    """What metrics.json and every checkpoint record about who a model is (DESIGN.md sec 10's model index)."""
     return {
-        "config": model.config.to_dict(),
-        "state_dict": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "rng": torch.get_rng_state(),
-        "carried": [[t.cpu() for t in s] for s in carried] if carried is not None else None,
-        "progress": progress,
+        "model_id": config.model_id(corpus.key),
+        "group_id": config.group_id(corpus.key),
+        "kind": "charlm",
+        "train_config": asdict(config),
+        "corpus": corpus.name,
+        "corpus_source": corpus.source or config.corpus,
+        "corpus_key": corpus.key,
+        "corpus_sha256": corpus.sha256,
+        "corpus_splits": corpus.split_mode,
+        "vocab_size": corpus.vocab_size,
     }
+
+
+def resolve_corpus_arg(corpus: str) -> str:
+    """A registry name stays; a file path becomes absolute, so a checkpoint finds its corpus from any folder."""
+    return corpus if corpus in corpora.REGISTRY else str(Path(corpus).expanduser().resolve())
 
 
 def train(
@@ -144,202 +476,28 @@ def train(
 ) -> Path:
     """Train (or resume, or return at once if already complete); returns the model's artifact folder."""
     config.validate()
+    source = corpus.source if corpus is not None and corpus.source else config.corpus
+    config = dataclasses.replace(config, corpus=resolve_corpus_arg(source))
     corpus = corpus or corpora.load(config.corpus)
     model_id = config.model_id(corpus.key)
-    out = Path(out_dir) if out_dir is not None else model_dir(corpus.name, model_id)
+    out = Path(out_dir) if out_dir is not None else model_dir(corpus.artifact_name, model_id)
     metrics_path = out / "metrics.json"
     if metrics_path.exists():
-        previous = json.loads(metrics_path.read_text())
-        if previous.get("model_id") != model_id:
+        try:
+            previous = json.loads(metrics_path.read_text())
+        except ValueError:
+            previous = {}  # a damaged metrics file: the run resumes from state.pt and rewrites it
+        if previous and previous.get("model_id") != model_id:
             raise UserError(f"{out} holds another model ({previous.get('model_id')}); give a new --out for {model_id}")
-        if previous.get("complete"):
+        if complete_metrics(metrics_path) and (out / "checkpoint.pt").exists():
             return out
     if threads:
         torch.set_num_threads(threads)
+    task = LanguageModelTask(config, corpus, pick_device(device))
+    return fit(task, config, out, model_id, identity_meta(config, corpus), progress, checkpoint_every_s)
 
-    x_train, y_train = stream_windows(corpus.split("train"), config.batch_size, config.unroll)
-    device = pick_device(device)
-    x_train, y_train = torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).to(device)
-    val_ids = corpus.split("val")[: config.eval_chars] if config.eval_chars else corpus.split("val")
-    if val_ids.size < 2:
-        raise UserError(
-            f"the val split of corpus '{corpus.name}' has {val_ids.size} characters: too few to validate on"
-        )
-    steps_per_epoch = x_train.shape[0]
-    chars_per_step = config.batch_size * config.unroll
-    total_steps = config.epochs * steps_per_epoch
-    if config.max_chars is not None:
-        total_steps = min(total_steps, math.ceil(config.max_chars / chars_per_step))
-    snap_at = set(snapshot_steps(config, steps_per_epoch, total_steps))
 
-    torch.manual_seed(config.seed)
-    model = CharLM(config.model_config(corpus.vocab_size)).to(device)
-    optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
-    vocab = corpus.vocab.tolist()
-    meta = {
-        "model_id": model_id,
-        "train_config": asdict(config),
-        "corpus": corpus.name,
-        "corpus_splits": corpus.split_mode,
-    }
-    progress_state = {
-        "step": 0,
-        "seconds": 0.0,
-        "epochs": [],
-        "best_val": None,
-        "bad_epochs": 0,
-        "epoch_loss_sum": 0.0,
-        "epoch_steps": 0,
-    }
-    carried = None
-    state_path = out / "state.pt"
-    if state_path.exists():
-        saved = load_payload(state_path)
-        if saved.get("model_id") != model_id:
-            raise UserError(
-                f"{state_path} belongs to another model ({saved.get('model_id')}); give a new --out for {model_id}"
-            )
-        model.load_state_dict(saved["state_dict"])
-        optimizer.load_state_dict(saved["optimizer"])
-        torch.set_rng_state(saved["rng"])
-        carried = [tuple(t.to(device) for t in s) for s in saved["carried"]] if saved["carried"] is not None else None
-        progress_state = saved["progress"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "snapshots").mkdir(exist_ok=True)
-
-    def write_metrics(complete: bool, stopped: str | None = None):
-        atomic.write_json(
-            metrics_path,
-            {
-                **meta,
-                "model_config": model.config.to_dict(),
-                "params": count_params(model.config),
-                "corpus_sha256": corpus.sha256,
-                "vocab_size": corpus.vocab_size,
-                "chars_trained": progress_state["step"] * chars_per_step,
-                "seconds": round(progress_state["seconds"], 2),
-                "epochs": progress_state["epochs"],
-                "best_val_loss": progress_state["best_val"],
-                "complete": complete,
-                "stopped": stopped,
-            },
-        )
-
-    def save_state():
-        save_payload(state_path, {"model_id": model_id, **_state_payload(model, optimizer, carried, progress_state)})
-
-    def kept() -> str:
-        return f"kept the last good state in {state_path}" if state_path.exists() else "no state had been saved yet"
-
-    model.train()
-    started, last_save = time.perf_counter(), time.perf_counter()
-    bar = tqdm(
-        total=total_steps * chars_per_step,
-        initial=progress_state["step"] * chars_per_step,
-        unit="char",
-        unit_scale=True,
-        desc=model_id,
-        disable=not progress,
-        dynamic_ncols=True,
-        mininterval=1.0,
-    )
-    stopped = None
-    try:
-        while progress_state["step"] < total_steps:
-            step = progress_state["step"]
-            epoch, batch = divmod(step, steps_per_epoch)
-            if batch == 0:
-                carried = None  # each epoch starts its streams from a zero state
-            lr = learning_rate(config, epoch)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            logits, carried = model.forward_with_state(x_train[batch], carried, fused=config.fused)
-            loss = F.cross_entropy(logits.flatten(0, 1), y_train[batch].flatten())
-            loss_value = loss.item()
-            if not math.isfinite(loss_value) or loss_value > 3 * math.log(corpus.vocab_size) + 1:
-                raise TrainingDiverged(
-                    f"training of {model_id} diverged at step {step} (epoch {epoch + 1}, loss {loss_value:.3g}); "
-                    f"{kept()}; try a lower --lr or gradient clip"
-                )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-            optimizer.step()
-            if not torch.stack(
-                [torch.isfinite(p).all() for p in model.parameters()]
-            ).all():  # never save non-finite weights
-                raise TrainingDiverged(
-                    f"training of {model_id} diverged at step {step} (epoch {epoch + 1}): the update made "
-                    "weights non-finite; "
-                    f"{kept()}; try a lower --lr or gradient clip"
-                )
-            carried = [tuple(t.detach() for t in s) for s in carried]  # truncate BPTT at the window edge
-            progress_state["step"] = step = step + 1
-            progress_state["epoch_loss_sum"] += loss_value
-            progress_state["epoch_steps"] += 1
-            bar.update(chars_per_step)
-            bar.set_postfix(loss=f"{loss_value:.3f}", lr=f"{lr:.2e}", refresh=False)
-            if step in snap_at:
-                save_checkpoint(
-                    out / "snapshots" / f"step{step:07d}.pt",
-                    model,
-                    vocab,
-                    corpus.sha256,
-                    step=step,
-                    chars_trained=step * chars_per_step,
-                    **meta,
-                )
-            end_of_epoch = step % steps_per_epoch == 0
-            if end_of_epoch or step == total_steps:
-                val = evaluate(model, val_ids, config.batch_size, config.unroll)
-                progress_state["epochs"].append(
-                    {
-                        "epoch": round(step / steps_per_epoch, 4),
-                        "step": step,
-                        "chars": step * chars_per_step,
-                        "lr": lr,
-                        "train_loss": progress_state["epoch_loss_sum"] / progress_state["epoch_steps"],
-                        "val_loss": val,
-                    }
-                )
-                progress_state["epoch_loss_sum"], progress_state["epoch_steps"] = 0.0, 0
-                bar.write(
-                    f"{model_id} epoch {step / steps_per_epoch:.2f}: train "
-                    f"{progress_state['epochs'][-1]['train_loss']:.4f}  val {val:.4f} nats/char"
-                )
-                if progress_state["best_val"] is None or val < progress_state["best_val"]:
-                    progress_state["best_val"], progress_state["bad_epochs"] = val, 0
-                    save_checkpoint(
-                        out / "checkpoint.pt",
-                        model,
-                        vocab,
-                        corpus.sha256,
-                        step=step,
-                        chars_trained=step * chars_per_step,
-                        val_loss=val,
-                        **meta,
-                    )
-                else:
-                    progress_state["bad_epochs"] += 1
-                if progress_state["bad_epochs"] >= config.patience:
-                    stopped = "early_stopping"
-                    break
-            now = time.perf_counter()
-            if end_of_epoch or now - last_save >= checkpoint_every_s:
-                progress_state["seconds"] += now - started
-                started = last_save = now
-                save_state()
-                write_metrics(complete=False)
-    finally:
-        bar.close()
-    progress_state["seconds"] += time.perf_counter() - started
-    save_state()
-    if stopped is None:
-        stopped = (
-            "budget" if config.max_chars is not None and total_steps < config.epochs * steps_per_epoch else "epochs"
-        )
-    write_metrics(complete=True, stopped=stopped)
-    return out
+# --------------------------------------------------------------------------------------------- CLI
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
@@ -414,7 +572,10 @@ def main(argv=None) -> int:
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default: cuda when available)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument(
-        "--checkpoint-every", type=float, default=60.0, help="seconds between resume checkpoints (default %(default)s)"
+        "--checkpoint-every",
+        type=float,
+        default=60.0,
+        help="seconds between resume checkpoints (default %(default)s)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
@@ -436,8 +597,7 @@ def main(argv=None) -> int:
     metrics = json.loads((out / "metrics.json").read_text())
     print(
         f"{metrics['model_id']}: best val {metrics['best_val_loss']:.4f} nats/char after "
-        f"{metrics['chars_trained']:,} chars "
-        f"({metrics['seconds']:.0f} s, stopped: {metrics['stopped']}) -> {out}"
+        f"{metrics['chars_trained']:,} chars ({metrics['seconds']:.0f} s, stopped: {metrics['stopped']}) -> {out}"
     )
     return 0
 

@@ -116,6 +116,7 @@ class Corpus:
     data: np.ndarray  # (N,) uint8, the raw bytes, never modified
     split_fractions: tuple[float, float, float]
     split_mode: str = "contiguous"  # "charrnn": the splits char-rnn made, as the papers trained (see _charrnn_split)
+    source: str = ""  # how to load it again: a registry name, or the file's absolute path
 
     def __post_init__(self):
         if self.split_mode not in SPLIT_MODES:
@@ -127,13 +128,27 @@ class Corpus:
 
     @classmethod
     def from_bytes(
-        cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1), split_mode: str = "contiguous"
+        cls, name: str, data: bytes, split_fractions=(0.8, 0.1, 0.1), split_mode: str = "contiguous", source: str = ""
     ) -> Corpus:
-        return cls(name, np.frombuffer(bytes(data), dtype=np.uint8), tuple(split_fractions), split_mode)
+        return cls(name, np.frombuffer(bytes(data), dtype=np.uint8), tuple(split_fractions), split_mode, source)
+
+    def with_split_mode(self, split_mode: str) -> Corpus:
+        """The same bytes split another way (a new corpus key, so never the same artifacts)."""
+        return Corpus(self.name, self.data, self.split_fractions, split_mode, self.source)
 
     @cached_property
     def sha256(self) -> str:
         return hashlib.sha256(self.data.tobytes()).hexdigest()
+
+    @property
+    def artifact_name(self) -> str:
+        """The folder under artifacts/ that holds this corpus's models.
+
+        A registered corpus keeps its name; any other file gets its stem plus the start of its sha256, so two
+        files with the same name in different folders never share artifacts.
+        """
+        spec = REGISTRY.get(self.name)
+        return self.name if spec is not None and spec.sha256 == self.sha256 else f"{self.name}-{self.sha256[:8]}"
 
     @property
     def key(self) -> str:
@@ -233,7 +248,8 @@ def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mo
         path = Path(name_or_path)
         if os.sep not in name_or_path and not path.exists():
             raise UserError(f"unknown corpus '{name_or_path}': choose one of {', '.join(REGISTRY)} or give a file path")
-        return Corpus.from_bytes(path.stem, _read_file(path, "corpus"), split_mode=split_mode)
+        data = _read_file(path, "corpus")
+        return Corpus.from_bytes(path.stem, data, split_mode=split_mode, source=str(path.resolve()))
     folder = Path(directory) if directory is not None else corpora_dir()
     path = folder / spec.filename
     if not path.exists() and shipped_path(spec).is_file():
@@ -255,6 +271,6 @@ def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mo
             f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... "
             f"({len(data)} bytes, expected {spec.size}): the file is not the registered corpus"
         )
-    corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions, split_mode)
+    corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions, split_mode, source=spec.name)
     corpus.__dict__["sha256"] = digest  # already computed above
     return corpus

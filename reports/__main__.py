@@ -29,8 +29,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--build-dir", type=Path, default=BUILD_ROOT, help="where reports are written (default %(default)s)"
     )
+    parser.add_argument(
+        "--plan", action="store_true",
+        help="print every model the profile would train (type, depth, width, parameters, budget row, cached) and exit",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    run(RunOptions(load_profile(args.profile), args.corpus, args.scheduler, args.workers, args.build_dir))
+    profile = load_profile(args.profile)
+    run(RunOptions(profile, args.corpus, args.scheduler, args.workers, args.build_dir, plan_only=args.plan))
     return 0
 
 

@@ -1,21 +1,26 @@
 """`make report`: plan, train what is missing, run every analysis, render HTML + PDF.
 
-Every step is cached by the full config of what it produces (model ids hash the training
-config and the corpus bytes; tables hash the models they read and the analysis code), so a
-rerun computes only what changed, and an interrupted run resumes where it stopped.
+Every step is cached by the full config of what it produces (model ids hash the training config
+and the corpus bytes; analysis tables hash the models they read, their settings and every source
+file their numbers depend on), so a rerun computes only what changed, and an interrupted run
+resumes where it stopped. A damaged artifact (a truncated checkpoint, predictions file or n-gram
+model) is found before it is used, recomputed, and said so.
+
+Nothing here is specific to one analysis: each declares what it needs (`NEEDS`) and gets a
+`analyses.context.Context`; this module only plans, schedules and renders.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import importlib
 import importlib.metadata
+import json
 import os
 import platform
+import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -23,10 +28,11 @@ import pandas as pd
 
 import corpora
 from analyses import common
-from charlm.model import matched_size
-from charlm.paths import artifacts_root, complete_metrics, config_hash, model_dir, predictions_path
+from analyses.context import Context, MissingInput, model_index
+from charlm.model import count_params, matched_size
+from charlm.paths import artifacts_root, complete_metrics, config_hash, model_dir
 from charlm.sweep import executor, run_jobs
-from charlm.train import TrainConfig
+from charlm.train import TrainConfig, file_sha256
 from corpora import atomic
 
 from .profiles import Profile
@@ -34,19 +40,9 @@ from .render import ReportContext, Section, render
 
 BUILD_ROOT = Path("reports/build")
 PACKAGES = (
-    "torch",
-    "numpy",
-    "scipy",
-    "pandas",
-    "scikit-learn",
-    "matplotlib",
-    "seaborn",
-    "jinja2",
-    "weasyprint",
-    "kenlm",
-    "dask",
-    "distributed",
-)
+    "torch", "numpy", "scipy", "pandas", "scikit-learn", "matplotlib", "seaborn", "jinja2", "weasyprint", "kenlm",
+    "dask", "distributed", "h5py",
+)  # fmt: skip
 
 
 def say(message: str) -> None:
@@ -56,37 +52,140 @@ def say(message: str) -> None:
 # ------------------------------------------------------------------------------------ the plan
 
 
+@dataclass
+class Planned:
+    """One model a profile needs: a recurrent net (with its TrainConfig) or a baseline of order n."""
+
+    kind: str  # neural | ngram | nnn
+    corpus_arg: str  # what the worker loads: a registry name or a file path
+    corpus: corpora.Corpus
+    model_id: str
+    directory: Path
+    config: TrainConfig | None = None
+    n: int | None = None
+    options: dict = field(default_factory=dict)  # n-NN training options
+
+    def row(self) -> dict:
+        """One line of `--plan`."""
+        c = self.config
+        if c is not None:
+            shape = {"arch": c.arch, "layers": c.layers, "width": c.size, "dropout": c.dropout, "seed": c.seed}
+            params = count_params(c.model_config(self.corpus.vocab_size))
+            from charlm.model import budget_of
+
+            budget = budget_of(c.arch, c.size, c.layers, self.corpus.vocab_size)
+            budget_text = str(budget) if budget else "-"
+            chars = c.max_chars
+        else:
+            shape = {"arch": f"{self.kind} n={self.n}", "layers": None, "width": None, "dropout": None, "seed": None}
+            params, budget_text, chars = None, "-", self.options.get("max_chars")
+        return {"corpus": self.corpus.name, "kind": self.kind, **shape, "params": params, "budget row": budget_text,
+                "train chars": chars, "cached": damage(self) is None}  # fmt: skip
+
+
 def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
-    """The type x layers x budget grid (RNN/GRU widths matched to the LSTM's parameters) plus Levy's ablations."""
-    configs = []
-    grid = profile.grid
-    for arch in grid["types"]:
-        for layers in grid["layers"]:
-            for budget in grid["sizes"]:
-                width = matched_size(arch, budget, corpus.vocab_size, layers)
-                configs.append(
-                    TrainConfig(corpus=corpus_arg, arch=arch, layers=layers, size=width, seed=0, **profile.train)
-                )
-    abl = profile.ablations
-    if abl:
-        for seed in abl.get("lstm_seeds", [0]):
-            configs.append(
-                TrainConfig(
-                    corpus=corpus_arg, arch="lstm", layers=abl["layers"], size=abl["size"], seed=seed, **profile.train
-                )
-            )
-        for arch in abl["archs"]:
-            configs.append(
-                TrainConfig(
-                    corpus=corpus_arg, arch=arch, layers=abl["layers"], size=abl["size"], seed=0, **profile.train
-                )
-            )
+    """The type x layers x budget grid (every model sized to its row, Karpathy sec 4.1), then Levy's ablations at
+    the width of the LSTM of their budget and depth, the LSTM over seeds; each at every dropout of the grid."""
+    V, configs = corpus.vocab_size, []
+    train = {k: v for k, v in profile.train.items() if k != "dropout"}
+    for dropout in profile.dropouts:
+        for grid in profile.grid:
+            if "corpora" in grid and corpus.name not in grid["corpora"] and corpus_arg not in grid["corpora"]:
+                continue
+            for arch in grid["types"]:
+                for layers in grid["layers"]:
+                    for budget in grid["budgets"]:
+                        width = matched_size(arch, budget, V, layers)
+                        configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
+        abl = profile.ablations
+        if abl:
+            width = matched_size("lstm", abl["budget"], V, abl["layers"])
+            for seed in abl.get("lstm_seeds", [0]):
+                configs.append(TrainConfig(corpus_arg, "lstm", abl["layers"], width, dropout, seed, **train))
+            for arch in abl["archs"]:
+                configs.append(TrainConfig(corpus_arg, arch, abl["layers"], width, dropout, 0, **train))
     unique = {c.model_id(corpus.key): c for c in configs}
     return list(unique.values())
 
 
-def _complete(directory: Path, split: str = "test") -> bool:
-    return complete_metrics(directory / "metrics.json") is not None and predictions_path(directory, split).exists()
+def baseline_orders(profile: Profile) -> tuple[list[int], list[int]]:
+    """KenLM and n-NN orders: the profile's, plus every order an analysis of the profile reads."""
+    ngram_n, nnn_n = set(profile.baselines.get("ngram_n", [])), set(profile.baselines.get("nnn_n", []))
+    for name in profile.analyses:
+        need = common.needs(common.load_analysis(name))
+        ngram_n.update(need.ngram_n)
+        nnn_n.update(need.nnn_n)
+    return sorted(ngram_n, reverse=True), sorted(nnn_n)
+
+
+def nnn_options(profile: Profile) -> dict:
+    base = profile.baselines
+    names = {
+        "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
+    }  # fmt: skip
+    options = {option: base[key] for key, option in names.items() if key in base}
+    if "hidden_grid" in options:
+        options["hidden_grid"] = tuple(options["hidden_grid"])
+    return options
+
+
+def plan(profile: Profile, corpora_override: list[str] | None = None) -> tuple[dict, list[Planned]]:
+    """The corpora (loaded) and every model the profile needs, longest jobs first within each kind."""
+    from charlm import ngram, nnn
+
+    corpus_args = corpora_override or profile.corpora
+    loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
+    ngram_n, nnn_n = baseline_orders(profile)
+    options = nnn_options(profile)
+    models = []
+    for arg, corpus in loaded.items():
+        for config in neural_configs(profile, corpus, arg):
+            mid = config.model_id(corpus.key)
+            models.append(Planned("neural", arg, corpus, mid, model_dir(corpus.artifact_name, mid), config=config))
+        for n in ngram_n:
+            folder = ngram.model_folder(corpus, n)
+            models.append(Planned("ngram", arg, corpus, folder.name, folder, n=n))
+        for n in nnn_n:
+            config = nnn.NNNConfig(corpus.source or corpus.name, n, **options)
+            folder = nnn.model_folder(corpus, config)
+            models.append(Planned("nnn", arg, corpus, folder.name, folder, n=n, options=options))
+    return loaded, models
+
+
+def planned_model_ids(profile: Profile, corpora_override: list[str] | None = None) -> set[str]:
+    """The ids of every model a profile trains (what `python -m analyses.X --profile NAME` reads)."""
+    return {p.model_id for p in plan(profile, corpora_override)[1]}
+
+
+def damage(planned: Planned) -> str | None:
+    """None if the model is complete and whole; "not built" when absent; else what is damaged."""
+    if planned.kind == "ngram":
+        from charlm import ngram
+
+        return ngram.damage(planned.directory)
+    metrics = complete_metrics(planned.directory / "metrics.json")
+    if metrics is None:
+        return "not built"
+    checkpoint = planned.directory / "checkpoint.pt"
+    if not checkpoint.is_file():
+        return f"{checkpoint} is missing"
+    if metrics.get("checkpoint_sha256") != file_sha256(checkpoint):
+        return f"{checkpoint} is damaged (its sha256 is not the one recorded when it was written)"
+    return None
+
+
+def print_plan(profile: Profile, models: list[Planned]) -> pd.DataFrame:
+    table = pd.DataFrame([m.row() for m in models])
+    for column in ("layers", "width", "seed", "params", "train chars"):
+        table[column] = table[column].astype("Int64")  # blanks for baselines, integers for the rest
+    with pd.option_context("display.max_rows", 500, "display.width", 200):
+        print(table.to_string(index=False, na_rep=""))
+    neural = table[table["kind"] == "neural"]
+    print(
+        f"\nprofile {profile.name}: {len(table)} models ({len(neural)} neural, {int((~table['cached']).sum())} "
+        f"to compute); dropout grid {profile.dropouts}; analyses: {', '.join(profile.analyses)}"
+    )
+    return table
 
 
 # ------------------------------------------------------------------------------------ jobs (run in worker processes)
@@ -99,29 +198,88 @@ def _worker_env(env: dict, threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def train_job(config: dict, env: dict, threads: int, splits: str = "contiguous") -> str:
-    """Train one model (or resume it) and write its test predictions; returns its artifact folder."""
+def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: bool) -> str:
+    """Train one model (or resume it) and write its test predictions (and its snapshots', when analyses read
+    them); returns its artifact folder."""
     _worker_env(env, threads)
-    from charlm.predict import predict_split
+    import json as json_
+
+    from charlm.predict import predict_checkpoint
     from charlm.train import train
 
-    out = train(TrainConfig(**config), corpus=corpora.load(config["corpus"], split_mode=splits), threads=threads)
-    predict_split(out / "checkpoint.pt", "test", progress=True)
+    corpus = corpora.load(config["corpus"], split_mode=splits)
+    out = train(TrainConfig(**config), corpus=corpus, threads=threads)
+    predict_checkpoint(out / "checkpoint.pt", "test", progress=False, corpus=corpus)
+    if snapshots:
+        for snap in json_.loads((out / "metrics.json").read_text()).get("snapshots", []):
+            predict_checkpoint(out / snap["file"], "test", sample=True, progress=False, corpus=corpus)
     return str(out)
 
 
-def ngram_job(corpus: str, n: int, env: dict, threads: int, splits: str = "contiguous") -> str:
+def ngram_job(corpus: str, n: int, env: dict, threads: int, splits: str) -> str:
     _worker_env(env, threads)
     from charlm import ngram
 
-    return str(Path(ngram.predict(corpora.load(corpus, split_mode=splits), n, split="test")).parent.parent)
+    return str(ngram.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False).parents[2])
 
 
-def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int, splits: str = "contiguous") -> str:
+def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int, splits: str) -> str:
     _worker_env(env, threads)
     from charlm import nnn
 
-    return str(Path(nnn.predict(corpora.load(corpus, split_mode=splits), n, split="test", **options)).parent.parent)
+    path = nnn.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False, **options)
+    return str(path.parents[2])
+
+
+def analysis_job(name: str, index: list[dict], profile_settings: dict, data_dir: str, env: dict, threads: int) -> dict:
+    """Run one analysis (or read its cached table); returns what its report section needs."""
+    _worker_env(env, threads)
+    module = common.load_analysis(name)
+    frame = pd.DataFrame(index)
+    settings = common.settings(module, profile_settings)
+    data = Path(data_dir)
+    table_path, key_path, figure_path = data / f"{name}.csv", data / f"{name}.key", data / f"{name}.png"
+    key = config_hash(
+        {"analysis": name, "source": common.source_digest(module), "settings": settings,
+         "models": sorted(frame["model_id"] + ":" + frame["digest"].astype(str) + ":" + frame["dir"])},
+        16,
+    )  # fmt: skip
+    started = time.perf_counter()
+    if key_path.exists() and key_path.read_text().strip() == key and table_path.exists():
+        status = "cached"
+    else:
+        ctx = Context(frame, settings, repair=True, say=say)
+        try:
+            df = common.run_module(module, ctx)
+        except MissingInput as err:
+            atomic.write_text(key_path, "")
+            return {"name": name, "missing": str(err), "seconds": time.perf_counter() - started}
+        common.save_table(df, table_path)
+        common.save_figure(module.plot(df), figure_path)
+        atomic.write_text(key_path, key)
+        status = "computed"
+    return {"name": name, "table": str(table_path), "figure": str(figure_path) if figure_path.exists() else None,
+            "status": status, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+
+
+def section(result: dict) -> Section:
+    """A report section from an analysis job's result (the module supplies title, caption, paper numbers)."""
+    module = common.load_analysis(result["name"])
+    base = {"name": result["name"], "title": module.TITLE, "question": module.QUESTION}
+    if "missing" in result:
+        return Section(**base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None)
+    df = pd.read_csv(result["table"])
+    paper = None
+    if hasattr(module, "with_paper"):
+        table = module.with_paper(df)
+    else:
+        table = df
+        paper = module.paper_table() if hasattr(module, "paper_table") else None
+    return Section(
+        **base, caption=module.caption(df), table=table, figure=result["figure"], paper_table=paper,
+        paper_source=getattr(module, "PAPER_SOURCE", ""), notes=module.notes(df) if hasattr(module, "notes") else [],
+        summary=module.summary(df) if hasattr(module, "summary") else "",
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------ the run
@@ -134,6 +292,7 @@ class RunOptions:
     scheduler: str | None = None  # Dask scheduler address; None: local processes
     workers: int | None = None
     build_root: Path = BUILD_ROOT
+    plan_only: bool = False  # print what would be trained and exit
 
 
 def _versions() -> dict[str, str]:
@@ -159,136 +318,115 @@ def _git_revision() -> str:
         return "unknown (not a git checkout)"
 
 
-def _analysis_key(name: str, module, index: pd.DataFrame) -> str:
-    source = hashlib.sha256(Path(module.__file__).read_bytes()).hexdigest()
-    common_src = hashlib.sha256(Path(common.__file__).read_bytes()).hexdigest()
-    return config_hash(
-        {"analysis": name, "models": sorted(index["model_id"]), "source": source, "common": common_src}, 16
-    )
+def _jobs(profile: Profile, models: list[Planned], env: dict, threads: int) -> list:
+    """Worker jobs for every model still to compute, damaged ones removed first; longest first."""
+    snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+    neural, ngrams, nnns = [], [], []
+    for m in models:
+        problem = damage(m)
+        if problem is None:
+            if m.kind == "neural" and snapshots:
+                neural.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
+            continue  # complete (predictions are checked, and made if missing, when read)
+        if problem != "not built":
+            say(f"{m.model_id}: {problem}: recomputing it")
+            shutil.rmtree(m.directory, ignore_errors=True)
+        if m.kind == "neural":
+            neural.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
+        elif m.kind == "ngram":
+            ngrams.append(partial(ngram_job, m.corpus_arg, m.n, env, threads, profile.splits))
+        else:
+            nnns.append(partial(nnn_job, m.corpus_arg, m.n, m.options, env, threads, profile.splits))
+    n_corpora = len({m.corpus_arg for m in models})
+    return ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns  # the biggest n-grams start with the networks
 
 
-def run_analysis(name: str, index: pd.DataFrame, data_dir: Path) -> Section:
-    module = importlib.import_module(f"analyses.{name}")
-    table_path, key_path, figure_path = data_dir / f"{name}.csv", data_dir / f"{name}.key", data_dir / f"{name}.png"
-    key = _analysis_key(name, module, index)
-    if key_path.exists() and key_path.read_text().strip() == key and table_path.exists() and figure_path.exists():
-        say(f"analysis {name}: cached")
-        df = pd.read_csv(table_path)
-    else:
-        say(f"analysis {name}: computing from {len(index)} models")
-        df = module.compute(index)
-        common.save_table(df, table_path)
-        common.save_figure(module.plot(df), figure_path)
-        atomic.write_text(key_path, key)
-    table = module.with_paper(df) if hasattr(module, "with_paper") else df
-    paper = None if hasattr(module, "with_paper") else module.paper_table()
-    return Section(
-        name=name,
-        title=module.TITLE,
-        question=module.QUESTION,
-        caption=module.caption(df),
-        table=table,
-        figure=figure_path,
-        paper_table=paper,
-        paper_source=module.PAPER_SOURCE,
-        notes=module.notes(df) if hasattr(module, "notes") else [],
-    )
-
-
-def run(options: RunOptions) -> tuple[Path, Path]:
+def run(options: RunOptions) -> tuple[Path, Path] | None:
     started = time.perf_counter()
     profile = options.profile
+    loaded, models = plan(profile, options.corpora_override)
+    if options.plan_only:
+        print_plan(profile, models)
+        return None
     out_dir = options.build_root / profile.name
     data_dir = out_dir / "data"
     say(f"profile {profile.name} ({profile.hash}): {profile.description}")
     if profile.wants_gpu:
         say("this profile wants a GPU: on a CPU it takes weeks; continuing anyway")
-    corpus_args = options.corpora_override or profile.corpora
-    loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
-
-    # Plan: what is cached and what will be computed.
-    train_jobs, cached_dirs = [], []
-    for arg, corpus in loaded.items():
-        for config in neural_configs(profile, corpus, arg):
-            directory = model_dir(corpus.name, config.model_id(corpus.key))
-            if _complete(directory):
-                cached_dirs.append(str(directory))
-            else:
-                train_jobs.append(partial(train_job, config.__dict__, env, threads, profile.splits))
-    base = profile.baselines
-    nnn_options = {
-        k: base[key]
-        for key, k in (
-            ("nnn_hidden", "hidden_grid"),
-            ("nnn_max_chars", "max_chars"),
-            ("nnn_batch_chars", "batch_chars"),
-        )
-        if key in base
-    }
-    if "hidden_grid" in nnn_options:
-        nnn_options["hidden_grid"] = tuple(nnn_options["hidden_grid"])
-    # Longest first (high-order n-grams, then neural nets), so the pool's workers finish together.
-    ngram_jobs = [
-        partial(ngram_job, arg, n, env, threads, profile.splits)
-        for n in sorted(base.get("ngram_n", []), reverse=True)
-        for arg in loaded
-    ]
-    nnn_jobs = [
-        partial(nnn_job, arg, n, nnn_options, env, threads, profile.splits)
-        for arg in loaded
-        for n in base.get("nnn_n", [])
-    ]
+    done_before = {m.model_id for m in models if damage(m) is None}
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
+    jobs = _jobs(profile, models, env, threads)
+    neural = [m for m in models if m.kind == "neural"]
     say(
-        f"plan: {len(train_jobs) + len(cached_dirs)} neural models ({len(cached_dirs)} cached, "
-        f"{len(train_jobs)} to train), "
-        f"{len(ngram_jobs)} n-grams, {len(nnn_jobs)} n-NNs (cached ones return at once); analyses "
-        f"{', '.join(profile.analyses)}; "
+        f"plan: {len(neural)} neural models ({sum(m.model_id in done_before for m in neural)} cached, "
+        f"{sum(m.model_id not in done_before for m in neural)} to train), "
+        f"{sum(m.kind == 'ngram' for m in models)} n-grams, {sum(m.kind == 'nnn' for m in models)} n-NNs; "
+        f"analyses {', '.join(profile.analyses)}; "
         + (f"on the Dask cluster at {scheduler}" if scheduler else f"{workers} local worker(s) x {threads} thread(s)")
     )
-    for job in train_jobs:
-        c = job.args[0]
-        say(f"  will train {c['arch']} L{c['layers']} H{c['size']} seed {c['seed']} on {c['corpus']}")
-
-    def completed_dirs() -> set[str]:
-        frames = [common.model_index(None, c.name) for c in loaded.values()]
-        return {str(Path(d).resolve()) for frame in frames for d in frame["dir"]}
-
-    done_before = completed_dirs()  # for the report's "cached" column: neural nets, n-grams and n-NNs alike
-    dirs = list(cached_dirs)
+    for m in neural:
+        if m.model_id not in done_before:
+            c = m.config
+            say(f"  will train {c.arch} L{c.layers} H{c.size} dropout {c.dropout:g} seed {c.seed} on {m.corpus.name}")
+    phase_seconds = {}
     with executor(options.scheduler, workers) as pool:
-        dirs += run_jobs(
-            pool, ngram_jobs[: len(loaded)] + train_jobs + ngram_jobs[len(loaded) :] + nnn_jobs, desc="train and score"
-        )
+        t0 = time.perf_counter()
+        if jobs:
+            run_jobs(pool, jobs, desc="train and score")
+        phase_seconds["models"] = time.perf_counter() - t0
 
-    index = pd.concat([common.model_index(None, c.name) for c in loaded.values()], ignore_index=True)
-    index = index[
-        index["dir"].map(lambda d: str(Path(d).resolve())).isin({str(Path(d).resolve()) for d in dirs})
-    ].reset_index(drop=True)
-    sections = [run_analysis(name, index, data_dir) for name in profile.analyses]
+        wanted = {m.model_id for m in models}
+        index = model_index()
+        index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+        records = index.to_dict("records")
+        t0 = time.perf_counter()
+        analysis_tasks = [
+            partial(analysis_job, name, records, profile.analysis.get(name, {}), str(data_dir), env, threads)
+            for name in profile.analyses
+        ]
+        results = run_jobs(pool, analysis_tasks, desc="analyses")
+        phase_seconds["analyses"] = time.perf_counter() - t0
+    for result in results:
+        say(f"analysis {result['name']}: {result.get('status', 'missing input')} ({result['seconds']} s)")
+    sections = [section(r) for r in results]
 
-    trainings = index[
-        ["model_id", "corpus", "family", "arch", "layers", "size", "n", "params", "chars_trained", "seconds"]
-    ].copy()
-    trainings["cached"] = index["dir"].map(lambda d: str(Path(d).resolve()) in done_before)
-    trainings = trainings.sort_values(["corpus", "family", "arch", "n", "model_id"], ignore_index=True)
-    hashes = {row.model_id: row.model_id.rsplit("-", 1)[-1] for row in index.itertuples()}
-    ctx = ReportContext(
+    ctx = Context(index, repair=True, say=say)
+    standing = ctx.standing()
+    atomic.write_text(data_dir / "standing.csv", standing.to_csv(index=False))
+    trainings = ctx.index[
+        ["corpus", "family", "arch", "layers", "size", "budget", "params", "dropout", "seed", "n", "chars_trained",
+         "val_loss", "seconds", "selected", "model_id"]
+    ].copy()  # fmt: skip
+    trainings["cached"] = trainings["model_id"].isin(done_before)
+    trainings = trainings.sort_values(["corpus", "family", "arch", "n", "layers", "model_id"], ignore_index=True)
+    ctx_report = ReportContext(
         profile=profile.name,
         profile_description=profile.description,
         corpora=[c.info() for c in loaded.values()],
-        trainings=trainings,
+        trainings=trainings.rename(columns={"size": "width", "budget": "budget row", "selected": "read by analyses"}),
         total_seconds=float(pd.to_numeric(index["seconds"], errors="coerce").fillna(0).sum()),
         sections=sections,
         versions=_versions(),
         git_revision=_git_revision(),
-        config_hashes={"profile": profile.hash, **hashes},
-        generated_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        config_hashes={"profile": profile.hash, **{m: m.rsplit("-", 1)[-1] for m in index["model_id"]}},
+        generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        standing=standing_view(standing),
     )
     say("rendering HTML and PDF")
-    html, pdf = render(ctx, out_dir)
-    say(f"done in {time.perf_counter() - started:.0f} s: {html} and {pdf}")
+    html, pdf = render(ctx_report, out_dir)
+    phase_seconds["total"] = time.perf_counter() - started
+    atomic.write_text(data_dir / "timings.json", json.dumps({k: round(v, 1) for k, v in phase_seconds.items()}))
+    say(f"done in {phase_seconds['total']:.0f} s: {html} and {pdf}")
     return html, pdf
+
+
+def standing_view(standing: pd.DataFrame) -> pd.DataFrame:
+    """The first page's table: each model's test nats beside the KenLM orders it beats."""
+    if standing.empty:
+        return standing
+    view = standing[["corpus", "arch", "layers", "size", "budget", "params", "chars_trained", "ce_nats"]].copy()
+    view["beats the n-grams of n <="] = standing["beats_ngram_up_to_n"].map(lambda n: str(n) if n else "none")
+    return view.rename(columns={"size": "width", "budget": "budget row", "ce_nats": "test nats/char"})

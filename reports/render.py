@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STYLESHEET = "report.css"
 _ANCHOR = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-RESERVED_ANCHORS = {"corpora", "trainings", "contents", "provenance"}
+RESERVED_ANCHORS = {"corpora", "trainings", "contents", "provenance", "findings", "standing", "appendix"}
 
 
 @dataclass
@@ -52,6 +52,7 @@ class Section:
     paper_table: pd.DataFrame | None = None
     paper_source: str = ""
     notes: list[str] = field(default_factory=list)
+    summary: str = ""  # one line for the report's findings: the key number, ours beside the paper's
 
     def __post_init__(self) -> None:
         if not _ANCHOR.fullmatch(self.name) or self.name in RESERVED_ANCHORS:
@@ -76,6 +77,7 @@ class ReportContext:
     git_revision: str
     config_hashes: dict[str, str]
     generated_at: str  # ISO timestamp
+    standing: pd.DataFrame | None = None  # where the models stand: test nats beside the n-gram orders they beat
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.sections]
@@ -313,6 +315,7 @@ def render_html(ctx: ReportContext, out_dir: Path) -> Path:
             sections=sections,
             corpora=_corpora_view(ctx.corpora),
             trainings=table_view(ctx.trainings),
+            standing=None if ctx.standing is None or ctx.standing.empty else table_view(ctx.standing),
             stylesheet=STYLESHEET,
         )
     )

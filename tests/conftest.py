@@ -16,6 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,3 +128,111 @@ def small_text_file(tmp_path) -> Path:
     path = tmp_path / "small.txt"
     path.write_bytes(make_text(20000, seed=1))
     return path
+
+
+# ------------------------------------------------------------------------------------------
+# Hand-made artifacts: models whose predictions are set by the test, for analyses with known answers.
+
+
+def logp_rows(targets, nll, vocab_size: int, rng=None) -> np.ndarray:
+    """(T, V) float32 log-probabilities giving the true next character exp(-nll) (at most 1 - 1e-6), sharing the rest
+    evenly (or at random with `rng`) over the other characters."""
+
+    targets = np.asarray(targets, dtype=np.int64)
+    p = np.minimum(np.exp(-np.asarray(nll, dtype=np.float64)) * np.ones(targets.size), 1 - 1e-6)  # no log(0)
+    if rng is None:
+        rest = np.full((targets.size, vocab_size), 1.0)
+    else:
+        rest = rng.random((targets.size, vocab_size)) + 0.1
+    rest[np.arange(targets.size), targets] = 0.0
+    rest *= ((1 - p) / rest.sum(1))[:, None]
+    rest[np.arange(targets.size), targets] = p
+    return np.log(rest).astype(np.float32)
+
+
+def fake_neural_model(
+    corpus,
+    split: str = "test",
+    nll=None,
+    logp=None,
+    val_loss: float = 1.0,
+    snapshots: list | None = None,
+    **config_fields,
+) -> Path:
+    """A trained-looking recurrent model under $CHARLM_ARTIFACTS: metrics.json as charlm.train writes it, a real
+    (random) checkpoint, and test predictions set by the test (`nll` per position, or full `logp` rows),
+    recorded against that checkpoint's digest so the Context reads them as the model's.
+    `snapshots`: a list of (step, logp rows) written as snapshot checkpoints with their own predictions."""
+
+    import torch
+
+    from charlm import predictions
+    from charlm.checkpoint import save_checkpoint
+    from charlm.model import CharLM
+    from charlm.paths import checkpoint_predictions_path, model_dir
+    from charlm.train import TrainConfig, file_sha256, identity_meta
+    from corpora import atomic
+
+    fields = dict(arch="lstm", layers=1, size=8, max_chars=1000) | config_fields
+    config = TrainConfig(corpus=corpus.source or corpus.name, **fields)
+    meta = identity_meta(config, corpus)
+    out = model_dir(corpus.artifact_name, meta["model_id"])
+    ids = corpus.split(split)
+    targets = ids[1:]
+
+    def write(checkpoint: Path, rows, seed: int, **extra):
+        torch.manual_seed(seed)
+        model = CharLM(config.model_config(corpus.vocab_size))
+        extra = {k: v for k, v in meta.items() if k != "corpus_sha256"} | extra
+        save_checkpoint(checkpoint, model, corpus.vocab.tolist(), corpus.sha256, **extra)
+        preds = predictions.from_logprobs(rows, targets, meta["model_id"], file_sha256(checkpoint))
+        predictions.save(checkpoint_predictions_path(checkpoint, split), preds)
+
+    rows = logp if logp is not None else logp_rows(targets, np.zeros(targets.size) if nll is None else nll,
+                                                    corpus.vocab_size)  # fmt: skip
+    write(out / "checkpoint.pt", rows, config.seed)
+    snaps = []
+    for k, (step, snap_rows) in enumerate(snapshots or []):
+        path = out / "snapshots" / f"step{step:07d}.pt"
+        write(path, snap_rows, 1000 + k, step=step)
+        snaps.append({"step": step, "chars": step * 100, "file": f"snapshots/{path.name}", "sha256": file_sha256(path)})
+    atomic.write_json(out / "metrics.json", {
+        **meta, "model_config": config.model_config(corpus.vocab_size).to_dict(), "params": 1000, "budget": None,
+        "chars_trained": config.max_chars, "seconds": 1.0, "epochs": [], "best_val_loss": val_loss, "best_step": 1,
+        "snapshots": snaps, "checkpoint_sha256": file_sha256(out / "checkpoint.pt"), "complete": True,
+        "stopped": "budget",
+    })  # fmt: skip
+    return out
+
+
+def fake_ngram_model(corpus, n: int, split: str = "test", nll=None, logp=None) -> Path:
+    """A built-looking KenLM model (its binary is filler of the recorded size) with predictions set by the test."""
+
+    from charlm import ngram, predictions
+    from charlm.paths import predictions_path
+    from corpora import atomic
+
+    folder = ngram.model_folder(corpus, n)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ngram.BINARY_NAME).write_bytes(b"\0" * 64)
+    atomic.write_json(folder / "metrics.json", {
+        "model_id": folder.name, "group_id": folder.name, "kind": "ngram", "corpus": corpus.name,
+        "corpus_source": corpus.source or corpus.name, "corpus_key": corpus.key, "corpus_sha256": corpus.sha256,
+        "corpus_splits": corpus.split_mode, "n": n, "kenlm": ngram.KENLM_SETTINGS, "model_bytes": 64,
+        "build_seconds": 1.0, "complete": True,
+    })  # fmt: skip
+    targets = corpus.split(split)[1:]
+    rows = logp if logp is not None else logp_rows(targets, np.zeros(targets.size) if nll is None else nll,
+                                                    corpus.vocab_size)  # fmt: skip
+    preds = predictions.from_logprobs(rows, targets, folder.name, f"{folder.name}:64")
+    predictions.save(predictions_path(folder, split, "model"), preds)
+    return folder
+
+
+def fake_corpus_file(tmp_path: Path, n_bytes: int = 6000, seed: int = 0, name: str = "fake.txt"):
+    """A text file and its Corpus (loaded from the file, so models record where it lives)."""
+    import corpora
+
+    path = tmp_path / name
+    path.write_bytes(make_text(n_bytes, seed=seed))
+    return corpora.load(str(path))

@@ -1,31 +1,177 @@
-"""Analyses read artifacts through one index; their CLIs build what is missing and write tidy tables."""
+"""Analyses: numbers worked out by hand on hand-made predictions, model identity, the one-file contract, the CLIs."""
 
 from __future__ import annotations
 
+import sys
+import types
+
+import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_text
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, make_text
 
-from analyses import cross_entropy
+from analyses import ablations, common, cross_entropy
 from analyses import ngram as ngram_analysis
-from charlm.model import matched_size
+from analyses.context import Context, MissingInput, model_index
 from corpora import run_cli
+from corpora.errors import UserError
 
 
-def test_budget_of_recovers_the_lstm_width_a_model_was_matched_to():
-    for budget in (64, 128, 256):
-        width = matched_size("gru", budget, 87, 2)
-        assert cross_entropy.budget_of("gru", width, 2, 87) == budget
-    assert cross_entropy.budget_of("lstm-srnn", 96, 2, 87) == 96
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
 
 
-def test_paper_tables_are_tidy_and_complete():
-    assert len(cross_entropy.paper_table()) == 2 * (4 * 9 - 3)  # the paper has no 512-wide RNNs
-    table2 = ngram_analysis.paper_table()
-    assert set(table2["family"]) == {"ngram", "nnn"} and len(table2) == 2 * (10 + 6)
+def _ctx(settings_of, index=None, **settings) -> Context:
+    return Context(model_index() if index is None else index, common.settings(settings_of, None, settings))
 
 
-def test_ngram_cli_builds_and_reports_exactly_the_requested_models(tmp_path, monkeypatch):
+# ------------------------------------------------------------------------------------------ numbers by hand
+
+
+def test_cross_entropy_is_the_mean_nll_of_the_true_characters(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    half = np.where(np.arange(T) % 2 == 0, 0.5, 1.5)  # mean 1.0 up to the odd position
+    fake_neural_model(corpus, nll=np.full(T, 0.7), arch="lstm")
+    fake_neural_model(corpus, nll=half, arch="gru", size=7)
+    df = cross_entropy.compute(_ctx(cross_entropy))
+    by_arch = df.set_index("arch")
+    assert by_arch.loc["lstm", "ce_nats"] == pytest.approx(0.7, abs=1e-6)
+    assert by_arch.loc["lstm", "ce_std"] == pytest.approx(0.0, abs=1e-6)  # a constant has no spread
+    assert by_arch.loc["lstm", "ce_bits"] == pytest.approx(0.7 / np.log(2), abs=1e-6)
+    assert by_arch.loc["gru", "ce_nats"] == pytest.approx(half.mean(), abs=1e-6)
+    # half the positions at 0.5, half at 1.5: the standard error of the mean is 0.5 / sqrt(T)
+    assert by_arch.loc["gru", "ce_std"] == pytest.approx(0.5 / np.sqrt(T), rel=0.25)
+
+
+def test_ablation_gaps_are_measured_in_the_lstms_seed_std(tmp_path, artifacts):
+    """LSTM seeds at 2.0, 2.2, 2.4 nats: mean 2.2, std 0.2; an ablation at 2.5 is +0.3 nats = +1.5 std."""
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    for seed, ce in enumerate([2.0, 2.2, 2.4]):
+        fake_neural_model(corpus, nll=np.full(T, ce), arch="lstm", seed=seed)
+    fake_neural_model(corpus, nll=np.full(T, 2.5), arch="lstm-srnn")
+    fake_neural_model(corpus, nll=np.full(T, 1.9), arch="lstm-gates")
+    df = ablations.compute(_ctx(ablations)).set_index("arch")
+    assert df.loc["lstm", "seeds"] == 3
+    assert df.loc["lstm", "ce_nats"] == pytest.approx(2.2, abs=1e-6)
+    assert df.loc["lstm", "seed_std"] == pytest.approx(0.2, abs=1e-6)
+    assert df.loc["lstm-srnn", "gap_nats"] == pytest.approx(0.3, abs=1e-6)
+    assert df.loc["lstm-srnn", "gap_in_lstm_std"] == pytest.approx(1.5, abs=1e-4)
+    assert df.loc["lstm-gates", "gap_in_lstm_std"] == pytest.approx(-1.5, abs=1e-4)
+    assert "- GATES < LSTM < - S-RNN" in ablations.summary(df.reset_index())
+
+
+# ------------------------------------------------------------------------------------------ model identity
+
+
+def test_models_that_differ_in_budget_split_or_bytes_are_never_pooled(tmp_path, artifacts):
+    """Three LSTM seeds, plus an LSTM trained on another character budget, another split mode, and another file
+    with the same name: the CLI refuses to mix recipes, and with a profile-like choice the seeds stay three."""
+    corpus = fake_corpus_file(tmp_path, n_bytes=20_000)  # char-rnn's split needs 100 x 100 bytes
+    T = corpus.split("test").size - 1
+    for seed, ce in enumerate([2.0, 2.2, 2.4]):
+        fake_neural_model(corpus, nll=np.full(T, ce), arch="lstm", seed=seed)
+    fake_neural_model(corpus, nll=np.full(T, 2.5), arch="lstm-srnn")
+    fake_neural_model(corpus, nll=np.full(T, 9.0), arch="lstm", seed=5, max_chars=2000)  # another budget
+    charrnn = corpus.with_split_mode("charrnn")
+    fake_neural_model(charrnn, nll=np.full(charrnn.split("test").size - 1, 9.0), arch="lstm")  # another split
+    (tmp_path / "elsewhere").mkdir()
+    twin = fake_corpus_file(tmp_path / "elsewhere", n_bytes=20_000, seed=9)  # same name "fake", other bytes
+    assert twin.name == corpus.name and twin.artifact_name != corpus.artifact_name
+    fake_neural_model(twin, nll=np.full(twin.split("test").size - 1, 9.0), arch="lstm")
+
+    index = model_index()
+    assert len(index) == 7 and index["corpus_key"].nunique() == 3
+    lstm = index[(index["arch"] == "lstm") & (index["corpus_key"] == corpus.key)]
+    assert lstm["group_id"].nunique() == 2  # the three seeds share a group; the other budget has its own
+    assert lstm["recipe"].nunique() == 2
+
+    # The standalone CLI never averages across recipes: one clear line and exit 2.
+    code = run_cli(ablations.main, ["--corpus", corpus.source, "--splits", "contiguous"])
+    assert code == 2
+    # Restricted to one recipe (what --profile does), the LSTM has exactly its three seeds.
+    recipe = lstm[lstm["seed"] == 0]["recipe"].iloc[0]
+    one = index[(index["corpus_key"] == corpus.key) & (index["recipe"] == recipe)]
+    df = ablations.compute(_ctx(ablations, one)).set_index("arch")
+    assert df.loc["lstm", "seeds"] == 3 and df.loc["lstm", "ce_nats"] == pytest.approx(2.2, abs=1e-6)
+
+
+def test_dropout_is_chosen_on_validation_per_model(tmp_path, artifacts):
+    """Karpathy sec 3.3: every dropout of the grid is trained and analyses read the best on validation."""
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    fake_neural_model(corpus, nll=np.full(T, 1.0), arch="lstm", dropout=0.0, val_loss=1.3)
+    fake_neural_model(corpus, nll=np.full(T, 1.1), arch="lstm", dropout=0.25, val_loss=1.2)  # best on val
+    fake_neural_model(corpus, nll=np.full(T, 1.5), arch="gru", size=7, dropout=0.0, val_loss=1.0)  # best on val
+    fake_neural_model(corpus, nll=np.full(T, 1.4), arch="gru", size=7, dropout=0.25, val_loss=1.1)
+    ctx = _ctx(cross_entropy)
+    chosen = ctx.models().set_index("arch")["dropout"]
+    assert chosen["lstm"] == 0.25 and chosen["gru"] == 0.0  # chosen on validation, not on test
+    assert len(ctx.models(all_dropouts=True)) == 4
+    df = cross_entropy.compute(ctx).set_index("arch")
+    assert df.loc["lstm", "ce_nats"] == pytest.approx(1.1, abs=1e-6)
+
+
+# ------------------------------------------------------------------------------------------ the contract
+
+
+def test_an_analysis_missing_a_required_part_fails_at_load_with_one_line(monkeypatch):
+    broken = types.ModuleType("analyses.broken")
+    broken.__file__ = cross_entropy.__file__
+    broken.TITLE, broken.QUESTION = "t", "q"
+    broken.compute = lambda ctx: pd.DataFrame()
+    monkeypatch.setitem(sys.modules, "analyses.broken", broken)
+    with pytest.raises(UserError, match=r"lacks plot, caption") as err:
+        common.load_analysis("broken")
+    assert "\n" not in str(err.value)
+    with pytest.raises(UserError, match="unknown analysis 'nosuch'"):
+        common.load_analysis("nosuch")
+
+
+def test_the_cache_key_covers_every_module_whose_code_changes_the_numbers():
+    files = {str(p.relative_to(common.REPO)) for p in common.source_files(cross_entropy)}
+    for needed in ("analyses/cross_entropy.py", "analyses/common.py", "analyses/context.py",
+                   "charlm/predictions.py", "charlm/predict.py", "charlm/model.py", "corpora/corpus.py"):  # fmt: skip
+        assert needed in files, needed
+    assert "analyses/ablations.py" not in files  # another analysis's code does not invalidate this one
+
+
+def test_unknown_settings_are_one_clear_error():
+    with pytest.raises(UserError, match="has no setting nope"):
+        common.settings(cross_entropy, {"nope": 1})
+    assert common.settings(cross_entropy, {"resamples": 10}, {"split": "val"}) == {"split": "val", "resamples": 10}
+
+
+def test_missing_models_give_a_missing_input_naming_the_command(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    fake_ngram_model(corpus, 1)  # baselines but no recurrent model
+    with pytest.raises(MissingInput, match="python -m reports --profile quick"):
+        cross_entropy.compute(_ctx(cross_entropy))
+    code = run_cli(cross_entropy.main, ["--corpus", corpus.source])
+    assert code == 2
+
+
+def test_a_damaged_predictions_file_is_named_by_a_cli_and_recomputed_by_the_pipeline(tmp_path, artifacts, capsys):
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    out = fake_neural_model(corpus, nll=np.full(T, 0.7), arch="lstm")
+    path = out / "predictions" / "checkpoint" / "test.npz"
+    path.write_bytes(path.read_bytes()[:100])
+    assert run_cli(cross_entropy.main, ["--corpus", corpus.source]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0] and "damaged" in err[0]
+    ctx = Context(model_index(), common.settings(cross_entropy), repair=True, say=print)
+    df = cross_entropy.compute(ctx)  # the pipeline's context recomputes it from the checkpoint, and says so
+    assert "recomputing" in capsys.readouterr().out and len(df) == 1
+
+
+# ------------------------------------------------------------------------------------------ the n-gram CLI
+
+
+def test_ngram_cli_builds_and_reports_exactly_the_requested_models(tmp_path, artifacts):
     pytest.importorskip("kenlm")
     from charlm import ngram
 
@@ -35,7 +181,6 @@ def test_ngram_cli_builds_and_reports_exactly_the_requested_models(tmp_path, mon
         pytest.skip("lmplz not installed (make setup builds it)")
     corpus = tmp_path / "toy.txt"
     corpus.write_bytes(make_text(150_000)[:100_000])  # 10 char-rnn batches, so both split modes have a test split
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
     out = tmp_path / "table.csv"
     args = ["--corpus", str(corpus), "--families", "ngram", "--n", "1,2", "--out", str(out)]
     assert run_cli(ngram_analysis.main, args) == 0

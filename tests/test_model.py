@@ -13,6 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from charlm import ARCHS, ModelConfig, build_model, count_params, matched_size, memory_weights
+from charlm.model import ABLATIONS as LEVY_ABLATIONS
+from charlm.model import budget_of, budget_params
 from corpora.errors import UserError
 
 V, B, T = 11, 3, 9
@@ -375,19 +377,50 @@ def test_count_params_is_the_real_count(arch):
         assert count_params(config) == sum(p.numel() for p in build_model(config).parameters()), (vocab, layers, size)
 
 
-@pytest.mark.parametrize("vocab", [87, 99])
-@pytest.mark.parametrize("layers", [1, 2])
-def test_matched_sizes_are_within_two_percent_of_the_lstm(vocab, layers):
-    for H in (64, 128, 256, 512):
-        budget = count_params(ModelConfig("lstm", vocab, layers, H))
-        widths = {}
-        for arch in ("rnn", "gru"):
-            widths[arch] = matched_size(arch, H, vocab, layers)
-            n = count_params(ModelConfig(arch, vocab, layers, widths[arch]))
-            assert abs(n - budget) / budget < 0.02, (arch, H, widths[arch], n, budget)
-        assert widths["rnn"] > widths["gru"] > H  # fewer weights per unit: wider
-        for arch in ABLATIONS + ("lstm-gates", "lstm"):
-            assert matched_size(arch, H, vocab, layers) == H  # Levy's ablations keep the LSTM's width
+def test_the_four_budget_rows_are_the_papers_parameter_counts():
+    """Karpathy et al. sec 4.1: 1-layer LSTMs of 64/128/256/512 are "approximately 50K, 130K, 400K, and 1.3M"
+    parameters with their vocabularies (87 on War and Peace). Computed here by building the models."""
+    paper = {64: 50_000, 128: 130_000, 256: 400_000, 512: 1_300_000}
+    for budget, approx in paper.items():
+        built = sum(p.numel() for p in build_model(ModelConfig("lstm", 87, 1, budget)).parameters())
+        assert budget_params(budget, 87) == built
+        assert abs(built - approx) / approx < 0.12, (budget, built)  # "approximately": our LSTM has two bias vectors
+
+
+def _paper_grid():
+    from reports.profiles import load_profile
+
+    paper = load_profile("paper")
+    for vocab in (87, 99):  # War and Peace, our Linux corpus
+        for grid in paper.grid:
+            for arch in grid["types"]:
+                for layers in grid["layers"]:
+                    for budget in grid["budgets"]:
+                        yield vocab, arch, layers, budget
+
+
+def test_every_paper_grid_model_is_within_the_nearest_width_of_its_budget():
+    """Every type and depth of a row is sized to that row's count: no other width is closer."""
+    seen = 0
+    for vocab, arch, layers, budget in _paper_grid():
+        target = budget_params(budget, vocab)
+        width = matched_size(arch, budget, vocab, layers)
+        gap = lambda h, a=arch, v=vocab, n=layers, t=target: abs(count_params(ModelConfig(a, v, n, h)) - t)
+        assert gap(width) <= gap(width - 1) and gap(width) <= gap(width + 1), (vocab, arch, layers, budget, width)
+        assert gap(width) / target < 0.02, (vocab, arch, layers, budget, width)
+        assert budget_of(arch, width, layers, vocab) == budget
+        seen += 1
+    assert seen == 2 * 3 * 3 * 4
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_deeper_models_of_a_row_are_narrower_and_ablations_keep_the_lstms_width(layers):
+    widths = {arch: matched_size(arch, 128, 87, layers) for arch in ("lstm", "rnn", "gru")}
+    assert widths["rnn"] > widths["gru"] > widths["lstm"]  # fewer weights per unit: wider
+    assert widths["lstm"] == 128 if layers == 1 else widths["lstm"] < 128
+    for arch in LEVY_ABLATIONS:  # - S-RNN, - S-RNN - OUT, - S-RNN - HIDDEN and - GATES
+        assert matched_size(arch, 128, 87, layers) == widths["lstm"]  # Levy et al. sec 3.2
+        assert budget_of(arch, widths["lstm"], layers, 87) == 128
 
 
 @pytest.mark.parametrize(

@@ -166,11 +166,13 @@ def test_distributions_sum_to_one_and_follow_the_contract(kenlm):
     path = ngram.predict(corpus, 3, split="test", progress=False, memory="64M")
     preds = predictions.load(path)
     test = corpus.split("test")
-    assert preds.logp.shape == (test.size - 1, corpus.vocab_size) and preds.logp.dtype == np.float32
+    assert preds.logp.shape == (test.size - 1, corpus.vocab_size) and preds.logp.dtype == np.float16
     np.testing.assert_array_equal(preds.targets, test[1:])
-    np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
-    assert preds.model_id == path.parent.parent.name
-    metrics = json.loads((path.parent.parent / "metrics.json").read_text())
+    np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=2e-3)
+    exact, _, _ = ngram.score_stream(ngram.load_model(path.parents[2]), test, ngram.token_names(corpus.vocab))
+    np.testing.assert_array_equal(preds.target_logp, exact[np.arange(test.size - 1), test[1:]])
+    assert preds.model_id == path.parents[2].name
+    metrics = json.loads((path.parents[2] / "metrics.json").read_text())
     assert metrics["complete"] is True and metrics["scoring"]["test"]["positions"] == test.size - 1
 
 
@@ -229,13 +231,20 @@ def test_cli_prints_the_cross_entropy(kenlm, tmp_path, capsys):
 
 
 def test_unseen_test_bytes_get_probability(kenlm):
-    """A byte that never occurs in the train split scores as <unk>: finite, and the rows still sum to one."""
-    train = markov_corpus(1, 8000, seed=5)[0].data.tobytes()
-    data = train + b"Z" * 3 + train[:2000]  # 'Z' only in val/test
+    """A byte that never occurs in the train split scores as <unk>: finite, the same wherever it is asked for,
+    below every byte seen in training, and the rows still sum to one."""
+    body = markov_corpus(1, 9000, seed=5)[0].data.tobytes()
+    data = body + b"Z" + body[:999]  # 10,000 bytes: train = the first 8,000, test = the last 1,000 (from the Z)
     corpus = Corpus.from_bytes("unseen", data, (0.8, 0.1, 0.1))
-    preds = predictions.load(ngram.predict(corpus, 2, progress=False, memory="64M"))
-    assert np.isfinite(preds.logp).all()
-    np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
+    z = int(np.flatnonzero(corpus.vocab == ord("Z"))[0])
+    assert z not in set(corpus.split("train").tolist()) and z in set(corpus.split("test").tolist())
+    model = ngram.load_model(ngram.build(corpus, 2, progress=False, memory="64M"))
+    logp, _, _ = ngram.score_stream(model, corpus.split("test"), ngram.token_names(corpus.vocab))
+    assert np.isfinite(logp).all()
+    np.testing.assert_allclose(np.exp(logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
+    # <unk>'s probability is the unigram-level backoff for every context: lower than any seen byte's.
+    seen = [v for v in range(corpus.vocab_size) if v != z]
+    assert (logp[:, z] < logp[:, seen].min(axis=1) + 1e-6).all()
 
 
 def test_benchmark_reports_lmplz_time_and_scoring_speed(kenlm, tmp_path):
@@ -247,3 +256,25 @@ def test_benchmark_reports_lmplz_time_and_scoring_speed(kenlm, tmp_path):
     assert rec["baseline"] == "ngram" and rec["n"] == 3 and rec["lmplz_cached"] is False
     assert rec["lmplz_seconds"] > 0 and rec["positions_per_s"] > 0 and rec["positions"] == 300
     assert ngram.benchmark(str(corpus_file), n=3, positions=300)[0]["lmplz_cached"] is True
+
+
+def test_a_damaged_model_or_predictions_file_is_rebuilt_or_named(kenlm, capsys):
+    """An interrupted copy leaves a short binary: build() sees it against the recorded size and rebuilds; a
+    truncated predictions file is named in one error, or recomputed with repair."""
+    corpus = small_corpus()
+    path = ngram.predict(corpus, 2, progress=False, memory="64M")
+    folder = path.parents[2]
+    reference = predictions.load(path).target_logp.copy()
+    binary = folder / ngram.BINARY_NAME
+    binary.write_bytes(binary.read_bytes()[:100])
+    assert "damaged" in ngram.damage(folder)
+    assert ngram.build(corpus, 2, progress=False, memory="64M") == folder
+    assert ngram.damage(folder) is None and "rebuilding" in capsys.readouterr().err
+    assert not path.exists()  # the damaged model's predictions went with it
+    assert ngram.predict(corpus, 2, progress=False, memory="64M") == path
+    np.testing.assert_array_equal(predictions.load(path).target_logp, reference)
+    path.write_bytes(path.read_bytes()[:50])
+    with pytest.raises(predictions.CorruptArtifact, match="damaged"):
+        ngram.predict(corpus, 2, progress=False, memory="64M", repair=False)
+    again = ngram.predict(corpus, 2, progress=False, memory="64M", repair=True)
+    np.testing.assert_array_equal(predictions.load(again).target_logp, reference)

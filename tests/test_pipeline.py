@@ -1,44 +1,84 @@
-"""`make report` end to end on the smoke profile and a tiny corpus: report, cache, partial recompute."""
+"""`make report` end to end: the plan, the report, the cache, partial recompute, damaged artifacts, a fresh clone."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
+import subprocess
+import sys
 
 import pytest
+from conftest import cli_env
 
-from reports.pipeline import RunOptions, run
+from analyses import common
+from charlm.model import budget_params, count_params
+from reports.pipeline import RunOptions, plan, run
 from reports.profiles import available, load_profile
 
 
-def test_every_shipped_profile_loads():
-    names = available()
-    assert {"smoke", "quick", "standard", "paper"} <= set(names)
-    quick, paper = load_profile("quick"), load_profile("paper")
-    assert set(quick.corpora) == {"warpeace", "linux"} and not quick.wants_gpu
-    assert paper.wants_gpu and paper.grid["layers"] == [1, 2, 3] and paper.grid["sizes"] == [64, 128, 256, 512]
-    assert len(paper.ablations["lstm_seeds"]) == 5
+def _lmplz_available() -> bool:
+    try:
+        import charlm.ngram as ngram
+
+        ngram.find_tool("lmplz")
+        import kenlm  # noqa: F401
+
+        return True
+    except Exception:
+        return False
 
 
-def test_unknown_profile_is_a_user_error():
+@pytest.mark.parametrize("name", ["smoke", "quick", "standard", "paper"])
+def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
+    """Each profile loads, names analyses that exist, and sizes every grid model to its row (sec 4.1)."""
+    assert name in available()
+    profile = load_profile(name)
+    for analysis in profile.analyses:
+        common.load_analysis(analysis)
+    _, models = plan(profile)
+    neural = [m for m in models if m.kind == "neural"]
+    assert neural and len({m.model_id for m in models}) == len(models)
+    for m in neural:
+        c, V = m.config, m.corpus.vocab_size
+        row = m.row()["budget row"]
+        assert row != "-", (name, c)
+        target = budget_params(int(row), V)
+        gap = lambda h, c=c, V=V, t=target: abs(count_params(dataclasses.replace(c, size=h).model_config(V)) - t)
+        if c.arch in ("lstm", "rnn", "gru"):
+            assert gap(c.size) <= min(gap(c.size - 1), gap(c.size + 1)), (name, c)
+
+
+def test_unknown_profile_and_unknown_settings_are_user_errors(tmp_path):
     from corpora.errors import UserError
 
     with pytest.raises(UserError, match="unknown profile"):
         load_profile("nope")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'description = "x"\ncorpora = ["warpeace"]\nanalyses = []\n[[grid]]\ntypes = ["lstm"]\nlayers = [1]\n'
+        "budgets = [8]\n[ablations]\nsize = 3\n"
+    )
+    with pytest.raises(UserError, match=r"unknown \[ablations\] settings \['size'\]"):
+        load_profile(str(bad))
 
 
 @pytest.fixture
 def smoke_profile():
     profile = load_profile("smoke")
-    if shutil.which("lmplz") is None:
-        try:
-            import charlm.ngram as ngram
-
-            ngram.find_tool("lmplz")
-        except Exception:
-            profile = dataclasses.replace(profile, analyses=["cross_entropy", "ablations"], baselines={})
+    if not _lmplz_available():
+        profile = dataclasses.replace(profile, analyses=["cross_entropy", "ablations"], baselines={}, analysis={})
     return profile
+
+
+def test_plan_prints_every_model_and_trains_nothing(tmp_path, monkeypatch, small_text_file, smoke_profile, capsys):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    options = RunOptions(smoke_profile, [str(small_text_file)], build_root=tmp_path / "build", plan_only=True)
+    assert run(options) is None
+    out = capsys.readouterr().out
+    assert "budget row" in out and "lstm-srnn-hidden" in out and "to compute" in out
+    assert not (tmp_path / "artifacts").exists() and not (tmp_path / "build").exists()
 
 
 def test_report_end_to_end_then_cached(tmp_path, monkeypatch, small_text_file, smoke_profile, capsys):
@@ -49,18 +89,62 @@ def test_report_end_to_end_then_cached(tmp_path, monkeypatch, small_text_file, s
     for name in smoke_profile.analyses:
         assert (tmp_path / "build" / "smoke" / "data" / f"{name}.csv").exists()
         assert f'id="{name}"' in text
+    assert 'id="findings"' in text and 'id="appendix"' in text
     assert pdf.read_bytes().startswith(b"%PDF")
     first = capsys.readouterr().out
-    assert "to train" in first and "computing" in first
+    assert "to train" in first and "computed" in first
 
     run(options)  # nothing changed: nothing is trained or recomputed
     second = capsys.readouterr().out
     assert re.search(r"\((\d+) cached, 0 to train\)", second)
-    assert "computing" not in second
+    assert "computed" not in second
 
     # One setting changed (the LSTM seeds of the ablations): only the new model trains, only its analyses recompute.
     ablations = dict(smoke_profile.ablations, lstm_seeds=[0, 1, 2])
     run(dataclasses.replace(options, profile=dataclasses.replace(smoke_profile, ablations=ablations)))
     third = capsys.readouterr().out
     assert re.search(r"cached, 1 to train\)", third)
-    assert "analysis ablations: computing" in third
+    assert "analysis ablations: computed" in third
+
+
+def test_a_damaged_checkpoint_is_retrained_and_said_so(tmp_path, monkeypatch, small_text_file, capsys):
+    profile = load_profile("smoke")
+    profile = dataclasses.replace(
+        profile, analyses=["cross_entropy"], baselines={}, analysis={}, ablations={},
+        grid=[{"types": ["lstm"], "layers": [1], "budgets": [8]}],
+    )  # fmt: skip
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    options = RunOptions(profile, corpora_override=[str(small_text_file)], build_root=tmp_path / "build")
+    run(options)
+    before = (tmp_path / "build" / "smoke" / "data" / "cross_entropy.csv").read_text()
+    (checkpoint,) = (tmp_path / "artifacts").glob("*/lstm-*/checkpoint.pt")
+    checkpoint.write_bytes(checkpoint.read_bytes()[:200])  # an interrupted copy off another machine
+    capsys.readouterr()
+    run(options)
+    out = capsys.readouterr().out
+    assert "is damaged" in out and "recomputing it" in out and "1 to train" in out
+    assert (
+        tmp_path / "build" / "smoke" / "data" / "cross_entropy.csv"
+    ).read_text() == before  # same seed, same numbers
+
+
+@pytest.mark.skipif(not _lmplz_available(), reason="KenLM is built by make setup")
+def test_a_fresh_folder_runs_the_smoke_report_on_the_shipped_corpus(tmp_path):
+    """A new user's first command on a fresh clone: no CORPORA_DIR, no network, nothing cached. The shipped War and
+    Peace is unpacked, the smoke profile trains, scores and renders."""
+    home = tmp_path / "home"
+    work = tmp_path / "fresh"
+    work.mkdir()
+    env = cli_env(CORPORA_DIR=None, CHARLM_ARTIFACTS=None, HOME=str(home), XDG_DATA_HOME=None, XDG_CACHE_HOME=None)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")  # lmplz sits beside python
+    proc = subprocess.run(
+        [sys.executable, "-m", "reports", "--profile", "smoke"], cwd=work, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert (home / ".local" / "share" / "charlm" / "corpora" / "warpeace_input.txt").is_file()
+    report = work / "reports" / "build" / "smoke"
+    assert (report / "index.html").is_file() and (report / "report.pdf").read_bytes().startswith(b"%PDF")
+    assert "warpeace" in (report / "index.html").read_text()
+    assert (work / "artifacts" / "warpeace").is_dir()
+    shutil.rmtree(work / "artifacts")  # 20 MB of tiny models and n-grams

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,15 +33,18 @@ def _jobs(corpus_path, root):
         )
         for arch in ("lstm", "lstm-srnn-hidden")
     ]
-    return [partial(train_job, c.__dict__, env, 1) for c in configs]
+    return [partial(train_job, c.__dict__, env, 1, "contiguous", True) for c in configs]
 
 
 def _artifacts(dirs):
     out = {}
-    for d in map(__import__("pathlib").Path, dirs):
+    for d in map(Path, dirs):
         state = load_payload(d / "checkpoint.pt")["state_dict"]
         metrics = json.loads((d / "metrics.json").read_text())
-        out[d.name] = (state, metrics["epochs"], load_predictions(predictions_path(d, "test")).logp)
+        snapshots = [
+            load_predictions(predictions_path(d, "test", s["file"][10:-3])).target_logp for s in metrics["snapshots"]
+        ]
+        out[d.name] = (state, metrics["epochs"], load_predictions(predictions_path(d, "test")).logp, snapshots)
     return out
 
 
@@ -52,11 +56,12 @@ def test_dask_local_cluster_matches_local_processes(tmp_path, small_text_file):
     a, b = _artifacts(local), _artifacts(dask)
     assert sorted(a) == sorted(b) and len(a) == 2
     for model_id in a:
-        state_a, curve_a, logp_a = a[model_id]
-        state_b, curve_b, logp_b = b[model_id]
+        state_a, curve_a, logp_a, snaps_a = a[model_id]
+        state_b, curve_b, logp_b, snaps_b = b[model_id]
         assert all(torch.equal(state_a[k], state_b[k]) for k in state_a)
         assert curve_a == curve_b
         assert (logp_a == logp_b).all()
+        assert len(snaps_a) == len(snaps_b) == 2 and all((x == y).all() for x, y in zip(snaps_a, snaps_b))
     assert all(str(tmp_path / "dask") in d for d in dask)
 
 

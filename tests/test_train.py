@@ -145,12 +145,24 @@ def test_default_artifact_folder_and_model_id(tmp_path, monkeypatch, text_bytes)
     corpus = Corpus.from_bytes("tinycorpus", text_bytes)
     cfg = _tiny_config(tmp_path / "t.txt", max_chars=400)
     out = Path(train(cfg, corpus=corpus, progress=False))
-    assert out.parent == tmp_path / "artifacts" / "tinycorpus"
+    assert out.parent == tmp_path / "artifacts" / f"tinycorpus-{corpus.sha256[:8]}"  # a file's stem + its bytes
     assert re.fullmatch(r"lstm-L1-H16-s0-[0-9a-f]{6}", out.name)
-    assert json.loads((out / "metrics.json").read_text())["model_id"] == out.name
-    # The id keys the full config and the corpus bytes.
-    assert cfg.model_id(corpus.sha256) != dataclasses.replace(cfg, lr=2e-2).model_id(corpus.sha256)
-    assert cfg.model_id(corpus.sha256) != cfg.model_id(hashlib.sha256(b"other").hexdigest())
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model_id"] == out.name and metrics["corpus_key"] == corpus.key
+    # The id keys the full config and the corpus bytes and split mode; not the path the corpus was read from.
+    key = corpus.key
+    assert cfg.model_id(key) != dataclasses.replace(cfg, lr=2e-2).model_id(key)
+    assert cfg.model_id(key) != cfg.model_id(hashlib.sha256(b"other").hexdigest())
+    assert cfg.model_id(key) != cfg.model_id(corpus.with_split_mode("charrnn").key)
+    assert cfg.model_id(key) == dataclasses.replace(cfg, corpus="/elsewhere/t.txt").model_id(key)
+    # Seed siblings share a group; any other difference (budget, dropout, corpus) makes another group.
+    assert cfg.group_id(key) == dataclasses.replace(cfg, seed=7).group_id(key)
+    assert cfg.model_id(key) != dataclasses.replace(cfg, seed=7).model_id(key)
+    for other in (dataclasses.replace(cfg, max_chars=800), dataclasses.replace(cfg, dropout=0.25)):
+        assert other.group_id(key) != cfg.group_id(key)
+    # Another file with the same name in another folder never shares the artifacts folder.
+    twin = Corpus.from_bytes("tinycorpus", text_bytes[::-1])
+    assert twin.artifact_name != corpus.artifact_name
 
 
 def test_learning_rate_schedule():
@@ -236,7 +248,7 @@ def test_killed_run_resumes_bit_identical(tmp_path):
             victim.kill()
     assert not _complete(run_dir), "killed after it had finished: not a mid-run kill"
     saved = load_payload(run_dir / "state.pt")
-    assert spe < saved["progress"]["step"] < 2 * spe and saved["carried"] is not None  # mid-epoch, state carried
+    assert spe < saved["progress"]["step"] < 2 * spe and saved["task"]["carried"] is not None  # mid-epoch, carried
     assert (run_dir / "checkpoint.pt").exists()
 
     # Rerun the same command; meanwhile train the same config uninterrupted, in-process, in another folder.
@@ -266,6 +278,90 @@ def test_killed_run_resumes_bit_identical(tmp_path):
             load_payload(run_dir / "snapshots" / name)["state_dict"],
         )
         assert all(torch.equal(sa[k], sb[k]) for k in sa), name
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    "arch, layers, dropout", [("lstm", 2, 0.25), ("gru", 1, 0.0), ("lstm-srnn-hidden", 1, 0.0), ("lstm", 1, 0.5)]
+)
+def test_interrupted_run_resumes_bit_identical(tmp_path, text_bytes, monkeypatch, arch, layers, dropout):
+    """Interrupted mid-epoch (dropout draws from the RNG, the GRU and the scan carry their own state) and resumed:
+    the curve, the weights and the snapshots equal an uninterrupted run's, bit for bit."""
+    corpus = Corpus.from_bytes("t", text_bytes)
+    config = _tiny_config(tmp_path / "t.txt", arch=arch, layers=layers, dropout=dropout, epochs=2, snapshots=6)
+    reference = train(config, tmp_path / "reference", corpus=corpus, progress=False, checkpoint_every_s=0)
+    spe = _steps_per_epoch(corpus, config)
+    stop_at = spe + spe // 2  # mid-epoch 2: a checkpoint, a carried state and a curve to restore
+    original = train_module.LanguageModelTask.after_step
+    calls = {"n": 0}
+
+    def interrupt(self):
+        calls["n"] += 1
+        if calls["n"] == stop_at:
+            raise _Interrupted
+        original(self)
+
+    monkeypatch.setattr(train_module.LanguageModelTask, "after_step", interrupt)
+    with pytest.raises(_Interrupted):
+        train(config, tmp_path / "resumed", corpus=corpus, progress=False, checkpoint_every_s=0)
+    monkeypatch.setattr(train_module.LanguageModelTask, "after_step", original)
+    assert load_payload(tmp_path / "resumed" / "state.pt")["progress"]["step"] == stop_at - 1
+    resumed = train(config, tmp_path / "resumed", corpus=corpus, progress=False, checkpoint_every_s=0)
+    a, b = json.loads((reference / "metrics.json").read_text()), json.loads((resumed / "metrics.json").read_text())
+    assert a["epochs"] == b["epochs"] and a["best_val_loss"] == b["best_val_loss"]
+    wa, wb = _weights(reference), _weights(resumed)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert [s["file"] for s in a["snapshots"]] == [s["file"] for s in b["snapshots"]] and a["snapshots"]
+    for snap in a["snapshots"]:
+        sa, sb = (load_payload(folder / snap["file"])["state_dict"] for folder in (reference, resumed))
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), snap["file"]
+
+
+def test_early_stopping_keeps_the_best_checkpoint_not_the_last(tmp_path, text_bytes, monkeypatch):
+    """Validation losses scripted to get worse after epoch 2: training stops after `patience` bad epochs and
+    checkpoint.pt holds the weights of epoch 2, the best one."""
+    corpus = Corpus.from_bytes("t", text_bytes)
+    config = _tiny_config(tmp_path / "t.txt", epochs=10, patience=2)
+    scripted = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
+    weights_at = {}
+    real_validate = train_module.LanguageModelTask.validate
+
+    def validate(self):
+        real_validate(self)
+        weights_at[len(weights_at) + 1] = {k: v.clone() for k, v in self.model.state_dict().items()}
+        return next(scripted)
+
+    monkeypatch.setattr(train_module.LanguageModelTask, "validate", validate)
+    out = train(config, tmp_path / "run", corpus=corpus, progress=False)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stopped"] == "early_stopping" and len(metrics["epochs"]) == 4  # epoch 2 best, then 2 bad ones
+    assert metrics["best_val_loss"] == 2.0 and metrics["best_step"] == 2 * _steps_per_epoch(corpus, config)
+    saved = _weights(out)
+    assert all(torch.equal(saved[k], weights_at[2][k]) for k in saved)
+    assert not all(torch.equal(saved[k], weights_at[4][k]) for k in saved)  # not the last
+
+
+def test_gradient_clipping_bounds_every_update(tmp_path, text_bytes, monkeypatch):
+    """With clip c, the global norm of the gradient the optimiser sees never exceeds c (and is reached)."""
+    corpus = Corpus.from_bytes("t", text_bytes)
+    norms = []
+    real_step = torch.optim.RMSprop.step
+
+    def step(self, *args, **kwargs):
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        norms.append(float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))))
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.RMSprop, "step", step)
+    train(_tiny_config(tmp_path / "t.txt", grad_clip=0.05, epochs=1), tmp_path / "clipped", corpus=corpus,
+          progress=False)  # fmt: skip
+    assert norms and max(norms) <= 0.05 * (1 + 1e-5) and max(norms) > 0.049  # clipped, and the clip was active
+    norms.clear()
+    train(_tiny_config(tmp_path / "t.txt", grad_clip=1e6, epochs=1), tmp_path / "free", corpus=corpus, progress=False)
+    assert max(norms) > 0.05  # the same run unclipped has larger gradients: the bound above came from clipping
 
 
 # ------------------------------------------------------------------------------------------
