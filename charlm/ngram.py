@@ -351,13 +351,19 @@ def load_model(folder: str | Path):
 
 
 def score_stream(
-    model, ids: np.ndarray, names: list[str], progress: bool = False, desc: str = ""
-) -> tuple[np.ndarray, np.ndarray, dict]:
+    model, ids: np.ndarray, names: list[str], positions: np.ndarray | None = None, progress: bool = False,
+    desc: str = "",
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:  # fmt: skip
     """Read `ids` as one stream from KenLM's null context; no sentence boundaries anywhere.
 
-    Returns logp (n - 1, V) float32, row t = normalised natural-log distribution of ids[t + 1]
-    given ids[:t + 1]; raw10 (n - 1,) KenLM's own log10 score of each true next token (before
-    normalisation); and stats (positions/s, distinct states scored).
+    Returns target_logp (n - 1,) float64, the normalised natural-log probability of ids[t + 1] given ids[:t + 1];
+    rows (R, V) float32, the normalised distribution at each of `positions` (every position when None);
+    raw10 (n - 1,) KenLM's own log10 score of each true next token (before normalisation); and stats.
+
+    Normalising over the byte vocabulary needs the sum Z of p(v | state) over its bytes. KenLM's distribution
+    over its own vocabulary (the bytes seen in training, <unk> and </s>) sums to one, and every byte the train
+    split lacks scores as <unk>, so Z = 1 - p(</s>) + (k - 1) p(<unk>) with k such bytes: two lookups per state
+    instead of V (tests check it against the full sum). Full rows, where asked for, are normalised by their sum.
     """
     kenlm = _import_kenlm()
     ids = np.asarray(ids)
@@ -366,10 +372,16 @@ def score_stream(
     State, base_score = kenlm.State, model.BaseScore
     words = list(names)
     V, T = len(words), ids.size - 1
+    unknown = sum(1 for w in words if w not in model)  # vocabulary bytes absent from the train split: each is <unk>
+    row_of = np.arange(T) if positions is None else np.full(T, -1)
+    if positions is not None:
+        row_of[np.asarray(positions, dtype=np.int64)] = np.arange(len(positions))
+    rows = np.empty((T if positions is None else len(positions), V), dtype=np.float32)
     seq = ids.tolist()
-    logp = np.empty((T, V), dtype=np.float32)
+    target_logp = np.empty(T, dtype=np.float64)
     raw10 = np.empty(T, dtype=np.float64)
-    cache: dict = {}  # KenLM State -> (normalised natural-log row float32, log-normaliser in nats)
+    log_z: dict = {}  # KenLM State -> ln Z (see above)
+    row_cache: dict = {}  # KenLM State -> normalised row, for the positions that keep rows
     scratch = State()
     state = State()
     model.NullContextWrite(state)
@@ -377,44 +389,42 @@ def score_stream(
     base_score(state, words[seq[0]], nxt)  # the first character is context only
     state = nxt
     start = time.perf_counter()
-    bar = tqdm(
-        total=T,
-        unit="pos",
-        unit_scale=True,
-        desc=desc or "score",
-        disable=not progress,
-        dynamic_ncols=True,
-        mininterval=1.0,
-    )
+    bar = tqdm(total=T, unit="pos", unit_scale=True, desc=desc or "score", disable=not progress, dynamic_ncols=True,
+               mininterval=1.0)  # fmt: skip
     step = 10_000
     for t in range(T):
-        entry = cache.get(state)
-        if entry is None:
-            row10 = np.array([base_score(state, w, scratch) for w in words], dtype=np.float64)
-            row = row10 * LN10
-            top = row.max()
-            lse = top + math.log(np.exp(row - top).sum())
-            entry = ((row - lse).astype(np.float32), lse)
-            cache[state] = entry
-        target = seq[t + 1]
-        logp[t] = entry[0]
+        lz = log_z.get(state)
+        if lz is None:
+            eos = 10.0 ** base_score(state, "</s>", scratch)
+            unk = 10.0 ** base_score(state, "<unk>", scratch)
+            lz = log_z[state] = math.log(1.0 - eos + (unknown - 1) * unk)
+        if row_of[t] >= 0:
+            row = row_cache.get(state)
+            if row is None:
+                row10 = np.array([base_score(state, w, scratch) for w in words], dtype=np.float64)
+                full = row10 * LN10
+                top = full.max()
+                row = row_cache[state] = (full - (top + math.log(np.exp(full - top).sum()))).astype(np.float32)
+            rows[row_of[t]] = row
         nxt = State()
-        raw10[t] = base_score(state, words[target], nxt)
+        raw10[t] = base_score(state, words[seq[t + 1]], nxt)
+        target_logp[t] = raw10[t] * LN10 - lz
         state = nxt
         if progress and (t + 1) % step == 0:
             bar.update(step)
-            bar.set_postfix(states=len(cache), refresh=False)
+            bar.set_postfix(states=len(log_z), refresh=False)
     bar.update(T - bar.n)
     bar.close()
     seconds = time.perf_counter() - start
     stats = {
         "positions": T,
+        "rows": int(rows.shape[0]),
         "seconds": round(seconds, 3),
         "positions_per_s": T / seconds if seconds > 0 else float("inf"),
-        "distinct_states": len(cache),
-        "basescore_calls": len(cache) * V + T,
+        "distinct_states": len(log_z),
+        "basescore_calls": 2 * len(log_z) + len(row_cache) * V + T,
     }
-    return logp, raw10, stats
+    return target_logp, rows, raw10, stats
 
 
 def predict(
@@ -424,9 +434,12 @@ def predict(
     progress: bool = True,
     memory: str | None = None,
     repair: bool = True,
+    full: bool = False,
 ) -> Path:
     """Predictions of one split (building the model if missing); returns the .npz path (cached).
 
+    The probability of every true next character is exact at every position; full distributions are kept at
+    `predictions.sample_positions` (what t-SNE, argmax agreement and KL read), or at every position with `full`.
     `repair`: a damaged predictions file or model is rebuilt (and said so); without it, named in a UserError.
     """
     corpus = _load_corpus(corpus)
@@ -435,7 +448,7 @@ def predict(
     out = predictions_path(folder, split, "model")
     digest = f"{folder.name}:{_read_metrics(folder)['model_bytes']}"
     existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
-    if existing is not None and existing.source_digest == digest:
+    if existing is not None and existing.source_digest == digest and (existing.complete or not full):
         return out
     try:
         model = load_model(folder)
@@ -444,11 +457,12 @@ def predict(
             raise
         print(f"{err}: rebuilding the model", file=sys.stderr, flush=True)
         shutil.rmtree(folder)
-        return predict(corpus, n, split, progress, memory, repair=False)
-    logp, _, stats = score_stream(
-        model, ids, token_names(corpus.vocab), progress=progress, desc=f"{folder.name} {split}"
+        return predict(corpus, n, split, progress, memory, repair=False, full=full)
+    positions = None if full else predictions.sample_positions(ids.size - 1)
+    target_logp, rows, _, stats = score_stream(
+        model, ids, token_names(corpus.vocab), positions, progress=progress, desc=f"{folder.name} {split}"
     )
-    predictions.save(out, predictions.from_logprobs(logp, ids[1:], folder.name, digest))
+    predictions.save(out, predictions.from_parts(target_logp, ids[1:], rows, positions, folder.name, digest))
     metrics = _read_metrics(folder) or {}
     metrics.setdefault("scoring", {})[split] = {
         k: (round(v, 1) if isinstance(v, float) else v) for k, v in stats.items()
@@ -481,7 +495,7 @@ def benchmark(
     metrics = _read_metrics(folder) or {}
     model = load_model(folder)
     ids = corpus.split("test")[: positions + 1]
-    _, _, stats = score_stream(model, ids, token_names(corpus.vocab))
+    _, _, _, stats = score_stream(model, ids, token_names(corpus.vocab))  # full rows: the costly case
     record.update(
         {
             "lmplz_seconds": float(metrics.get("lmplz_seconds", float("nan"))),

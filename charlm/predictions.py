@@ -5,10 +5,10 @@ read as one continuous stream (t = 0..n-2). Neural nets, n-grams and n-NNs all w
 analysis that reads Predictions works for every model. A file holds, for T = n - 1 positions:
 
     target_logp  (T,)    float32  log-probability of the true next character (exact)
-    argmax       (T,)    uint8    the most likely next character (exact)
     targets      (T,)    int16    vocabulary index of the true next character
     logp         (R, V)  float16  log-probabilities over the vocabulary: every row (R = T), or, for
-                                  training snapshots, the fixed sample of rows in `positions`
+                                  training snapshots and n-grams, the fixed sample of rows in `positions`
+    argmax       (R,)    uint8    the most likely next character at those rows (exact)
     source_digest        what they were computed from: the checkpoint's sha256, or an n-gram's id and size
 
 Storage and its error bound. Cross-entropy, p(correct), error masks and argmax come from the exact
@@ -59,7 +59,7 @@ def sample_positions(n_positions: int, k: int = SAMPLE_POSITIONS) -> np.ndarray:
 class Predictions:
     target_logp: np.ndarray  # (T,) float32 log-probability of the true next character
     targets: np.ndarray  # (T,) int64 vocabulary index of the true next character
-    argmax: np.ndarray  # (T,) int64 most likely next character
+    argmax: np.ndarray  # (R,) int64 most likely next character at the rows of `logp` (exact)
     logp: np.ndarray  # (R, V) float16 log-probabilities: all rows, or the rows in `positions`
     positions: np.ndarray | None = None  # None: logp holds every row
     model_id: str = ""
@@ -88,18 +88,25 @@ class Predictions:
         """(T,) probability given to the true character (exact); an error is p_correct < 0.5 (Karpathy sec 4.3)."""
         return np.exp(-self.nll)
 
+    def rows(self, positions: np.ndarray) -> np.ndarray:
+        """Indices into `logp` / `argmax` of the given split positions (which must be stored)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self.positions is None:
+            return positions
+        rows = np.minimum(np.searchsorted(self.positions, positions), self.positions.size - 1)
+        if not np.array_equal(self.positions[rows], positions):
+            raise UserError(f"predictions of {self.model_id} hold distributions only at their sample of positions")
+        return rows
+
     def distributions(self, positions: np.ndarray | None = None) -> np.ndarray:
         """(K, V) float32 log-probabilities at `positions` (default: every stored row)."""
         if positions is None:
             return self.logp.astype(np.float32)
-        positions = np.asarray(positions, dtype=np.int64)
-        if self.positions is None:
-            return self.logp[positions].astype(np.float32)
-        rows = np.searchsorted(self.positions, positions)
-        rows = np.minimum(rows, self.positions.size - 1)
-        if not np.array_equal(self.positions[rows], positions):
-            raise UserError(f"predictions of {self.model_id} hold distributions only at their sample of positions")
-        return self.logp[rows].astype(np.float32)
+        return self.logp[self.rows(positions)].astype(np.float32)
+
+    def argmax_at(self, positions: np.ndarray) -> np.ndarray:
+        """(K,) the most likely next character at `positions` (exact)."""
+        return self.argmax[self.rows(positions)]
 
     def cross_entropy(self, resamples: int = 100, seed: int = 0) -> tuple[float, float]:
         return bootstrap_mean(self.nll, resamples, seed)
@@ -136,14 +143,30 @@ def from_logprobs(
     targets = np.asarray(targets, dtype=np.int64)
     if logp.ndim != 2 or logp.shape[0] != targets.size:
         raise ValueError(f"logp {logp.shape} and targets {targets.size} do not match")
-    target_logp = logp[np.arange(targets.size), targets].astype(np.float32)
-    argmax = logp.argmax(axis=1)
-    kept = logp if positions is None else logp[np.asarray(positions, dtype=np.int64)]
+    target_logp = logp[np.arange(targets.size), targets]
+    rows = logp if positions is None else logp[np.asarray(positions, dtype=np.int64)]
+    return from_parts(target_logp, targets, rows, positions, model_id, source_digest)
+
+
+def from_parts(
+    target_logp: np.ndarray,
+    targets: np.ndarray,
+    rows: np.ndarray,
+    positions: np.ndarray | None = None,
+    model_id: str = "",
+    source_digest: str = "",
+) -> Predictions:
+    """The stored form from exact target log-probabilities (T,) and exact distributions (R, V) at `positions`."""
+    targets = np.asarray(targets, dtype=np.int64)
+    rows = np.asarray(rows)
+    expected = targets.size if positions is None else len(positions)
+    if np.asarray(target_logp).shape != targets.shape or rows.ndim != 2 or rows.shape[0] != expected:
+        raise ValueError(f"target_logp {np.shape(target_logp)}, rows {rows.shape}, targets {targets.size} do not match")
     return Predictions(
-        target_logp=target_logp,
+        target_logp=np.asarray(target_logp, dtype=np.float32),
         targets=targets,
-        argmax=argmax.astype(np.int64),
-        logp=kept.astype(np.float16),
+        argmax=rows.argmax(axis=1).astype(np.int64),
+        logp=rows.astype(np.float16),
         positions=None if positions is None else np.asarray(positions, dtype=np.int64),
         model_id=model_id,
         source_digest=source_digest,
@@ -191,7 +214,7 @@ def load(path: str | Path) -> Predictions:
     except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         raise CorruptArtifact(path, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     rows = preds.n_positions if positions is None else positions.size
-    if not (preds.target_logp.size == preds.argmax.size == preds.n_positions and preds.logp.shape[0] == rows):
+    if not (preds.target_logp.size == preds.n_positions and preds.logp.shape[0] == preds.argmax.size == rows):
         raise CorruptArtifact(path, "its arrays disagree in length")
     return preds
 

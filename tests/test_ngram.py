@@ -163,15 +163,20 @@ def test_build_is_cached_atomic_and_arpa_free(kenlm, monkeypatch):
 
 def test_distributions_sum_to_one_and_follow_the_contract(kenlm):
     corpus = small_corpus()
-    path = ngram.predict(corpus, 3, split="test", progress=False, memory="64M")
+    path = ngram.predict(corpus, 3, split="test", progress=False, memory="64M", full=True)
     preds = predictions.load(path)
     test = corpus.split("test")
     assert preds.logp.shape == (test.size - 1, corpus.vocab_size) and preds.logp.dtype == np.float16
     np.testing.assert_array_equal(preds.targets, test[1:])
     np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=2e-3)
-    exact, _, _ = ngram.score_stream(ngram.load_model(path.parents[2]), test, ngram.token_names(corpus.vocab))
-    np.testing.assert_array_equal(preds.target_logp, exact[np.arange(test.size - 1), test[1:]])
+    target, rows, _, _ = ngram.score_stream(ngram.load_model(path.parents[2]), test, ngram.token_names(corpus.vocab))
+    np.testing.assert_allclose(preds.target_logp, target, atol=1e-6)
+    np.testing.assert_array_equal(preds.argmax, rows.argmax(1))
     assert preds.model_id == path.parents[2].name
+    # The default keeps distributions at the fixed sample only, with the same exact target column.
+    sample = predictions.load(ngram.predict(corpus, 3, split="val", progress=False, memory="64M"))
+    val = corpus.split("val")
+    np.testing.assert_array_equal(sample.positions, predictions.sample_positions(val.size - 1))
     metrics = json.loads((path.parents[2] / "metrics.json").read_text())
     assert metrics["complete"] is True and metrics["scoring"]["test"]["positions"] == test.size - 1
 
@@ -182,7 +187,7 @@ def test_stream_scores_equal_kenlms_own_scores(kenlm):
     model = ngram.load_model(folder)
     names = ngram.token_names(corpus.vocab)
     ids = corpus.split("test")
-    logp, raw10, _ = ngram.score_stream(model, ids, names)
+    _, _, raw10, _ = ngram.score_stream(model, ids, names)
     sentence = " ".join(names[i] for i in ids)
     theirs = np.array([score for score, _, _ in model.full_scores(sentence, bos=False, eos=False)])
     np.testing.assert_allclose(raw10, theirs[1:], atol=1e-6)  # row t scores ids[t + 1]
@@ -196,7 +201,7 @@ def test_cached_distributions_equal_direct_queries(kenlm):
     model = ngram.load_model(ngram.build(corpus, n, progress=False, memory="64M"))
     names = ngram.token_names(corpus.vocab)
     ids = corpus.split("val")[:400]
-    logp, _, stats = ngram.score_stream(model, ids, names)
+    _, logp, _, stats = ngram.score_stream(model, ids, names)
     assert stats["distinct_states"] < ids.size - 1  # the cache was used
     for t in range(0, ids.size - 1, 7):
         context = " ".join(names[i] for i in ids[max(0, t + 1 - n) : t + 1])
@@ -204,6 +209,20 @@ def test_cached_distributions_equal_direct_queries(kenlm):
         direct = np.array([model.score(f"{context} {w}", bos=False, eos=False) - base for w in names]) * math.log(10)
         direct -= np.logaddexp.reduce(direct)
         np.testing.assert_allclose(logp[t], direct, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_the_two_lookup_normaliser_equals_the_full_sum(kenlm, n):
+    """Z = 1 - p(</s>) + (k - 1) p(<unk>) gives the same target probabilities as summing over the vocabulary."""
+    corpus = small_corpus()
+    model = ngram.load_model(ngram.build(corpus, n, progress=False, memory="64M"))
+    test = corpus.split("test")
+    target, rows, _, _ = ngram.score_stream(model, test, ngram.token_names(corpus.vocab))
+    np.testing.assert_allclose(target, rows[np.arange(test.size - 1), test[1:]], atol=2e-6)
+    sample = np.array([0, 5, 17])
+    target_s, rows_s, _, _ = ngram.score_stream(model, test, ngram.token_names(corpus.vocab), sample)
+    np.testing.assert_array_equal(target_s, target)
+    np.testing.assert_array_equal(rows_s, rows[sample])
 
 
 def test_cross_entropy_falls_until_the_chain_order_then_stays_flat(kenlm):
@@ -239,7 +258,9 @@ def test_unseen_test_bytes_get_probability(kenlm):
     z = int(np.flatnonzero(corpus.vocab == ord("Z"))[0])
     assert z not in set(corpus.split("train").tolist()) and z in set(corpus.split("test").tolist())
     model = ngram.load_model(ngram.build(corpus, 2, progress=False, memory="64M"))
-    logp, _, _ = ngram.score_stream(model, corpus.split("test"), ngram.token_names(corpus.vocab))
+    test = corpus.split("test")
+    target, logp, _, _ = ngram.score_stream(model, test, ngram.token_names(corpus.vocab))
+    np.testing.assert_allclose(target, logp[np.arange(test.size - 1), test[1:]], atol=2e-6)  # Z with k = 1 unseen
     assert np.isfinite(logp).all()
     np.testing.assert_allclose(np.exp(logp.astype(np.float64)).sum(1), 1.0, atol=1e-5)
     # <unk>'s probability is the unigram-level backoff for every context: lower than any seen byte's.
