@@ -4,7 +4,7 @@ An analysis is one module `analyses/<name>.py` that defines
 
     TITLE, QUESTION             strings shown in the report
     compute(ctx) -> DataFrame   a tidy table (one row per observation) from the Context
-    plot(df) -> Figure          a seaborn/matplotlib figure of that table
+    plot(df) -> Figure          a seaborn/matplotlib figure of that table (None when nothing is worth drawing)
     caption(df) -> str          what the numbers show, honestly (including when the models are too weak)
 
 and optionally NEEDS (analyses.context.Needs), SETTINGS (defaults, overridable by the profile's
@@ -269,6 +269,10 @@ def emit(df: pd.DataFrame, module: ModuleType, args) -> None:
         with pd.option_context("display.max_rows", 200, "display.width", 160):
             print(df.to_string(index=False))
     if args.figure:
-        save_figure(module.plot(df), args.figure)
-        print(f"wrote {args.figure}")
+        figure = module.plot(df)
+        if figure is None:
+            print("this analysis draws no figure")
+        else:
+            save_figure(figure, args.figure)
+            print(f"wrote {args.figure}")
     print(module.caption(df))

@@ -1,11 +1,16 @@
-"""`make bench`: speed of our hand-written cells against torch's fused kernels, measured in one run.
+"""`make bench`: speeds measured in one run, as ratios, so they hold on a loaded machine.
 
-For every architecture: a model of one layer, width 256, trained for a few batches of
+Training: for every architecture, a model of one layer, width 256, trained for a few batches of
 100 streams x 100 steps (forward, backward, RMSProp step) with the hand-written cells (the
 ones traces come from), and the fused kernel of its family (nn.RNN, nn.GRU, nn.LSTM; the
-fused LSTM for Levy's ablations) timed in alternation with it, so the ratio is robust to the
-machine's load. Ratios above 1 mean ours is faster. The baselines add n-gram scoring speed
-and the lmplz time of the 21-gram on the War and Peace train split.
+fused LSTM for Levy's ablations) timed in alternation with it. Ratios above 1 mean ours is faster.
+
+Scoring: for every architecture, a split scored as one stream from a zero state (how the suite
+scored before parallel streams) and as parallel warmed-up streams (charlm.predict), at the quick
+profile's shape (one layer, width 128), on the same text.
+
+The baselines add n-gram scoring speed and the lmplz time of the 21-gram on the War and Peace
+train split.
 """
 
 from __future__ import annotations
@@ -77,6 +82,30 @@ def bench_cells(
     return records
 
 
+def bench_predictions(
+    archs=ARCHS, size: int = 128, chars: int = 20_000, vocab: int = 87, layers: int = 1
+) -> list[dict]:
+    """Scoring speed: one stream (streams=1) against parallel warmed-up streams (the default), same text."""
+    from .predict import predict_logprobs
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (chars,)).numpy().astype("uint8")
+    records = []
+    for k, arch in enumerate(archs):
+        model = CharLM(ModelConfig(arch, vocab, layers, size)).eval()
+        timings = {}
+        for mode in ("one", "parallel") if k % 2 == 0 else ("parallel", "one"):  # alternate the order
+            start = time.perf_counter()
+            predict_logprobs(model, ids, streams=1 if mode == "one" else None)
+            timings[mode] = time.perf_counter() - start
+        records.append({
+            "arch": arch, "layers": layers, "size": size, "chars": chars,
+            "one_stream_chars_per_s": chars / timings["one"], "parallel_chars_per_s": chars / timings["parallel"],
+            "speedup": timings["one"] / timings["parallel"],
+        })  # fmt: skip
+    return records
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m charlm.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", type=Path, default=None, help="also write the records to this JSON file")
@@ -84,6 +113,10 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=256, help="hidden width (default %(default)s)")
     parser.add_argument("--archs", default=",".join(ARCHS), help="comma-separated architectures (default: all)")
     parser.add_argument("--no-baselines", action="store_true", help="skip the n-gram timings")
+    parser.add_argument("--no-scoring", action="store_true", help="skip the one-stream against parallel-stream scoring")
+    parser.add_argument(
+        "--scoring-chars", type=int, default=20_000, help="characters scored per architecture (default %(default)s)"
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -103,6 +136,15 @@ def main(argv=None) -> int:
             f"{r['arch']:<18}{r['chars_per_s']:>14,.0f}{r['fused_chars_per_s']:>15,.0f}"
             f"{r['ratio_to_fused']:>7.2f}x  ({r['fused_reference']})"
         )
+    if not args.no_scoring:
+        scoring = bench_predictions(args.archs.split(","), chars=args.scoring_chars)
+        print(f"\n{'arch':<18}{'one stream':>12}{'parallel':>12}{'speedup':>9}  (chars/s scoring a split, width 128)")
+        for r in scoring:
+            print(
+                f"{r['arch']:<18}{r['one_stream_chars_per_s']:>12,.0f}{r['parallel_chars_per_s']:>12,.0f}"
+                f"{r['speedup']:>8.1f}x"
+            )
+        records += [{"bench": "scoring", **r} for r in scoring]
     if not args.no_baselines:
         try:
             from .ngram import benchmark as ngram_benchmark

@@ -226,8 +226,13 @@ def damage(folder: Path) -> str | None:
     return None
 
 
-def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: str | None = None) -> Path:
-    """Build (or find cached) the (n+1)-gram of a corpus's train split; returns its artifact folder."""
+def build(
+    corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: str | None = None, repair: bool = True
+) -> Path:
+    """Build (or find cached) the (n+1)-gram of a corpus's train split; returns its artifact folder.
+
+    A damaged model is rebuilt and said so with `repair`; without it, named in one CorruptArtifact line.
+    """
     order = _check_n(n)
     corpus = _load_corpus(corpus)
     final = model_folder(corpus, n)
@@ -235,6 +240,8 @@ def build(corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: s
     if problem is None:
         return final
     if problem != "not built":
+        if not repair:
+            raise predictions.CorruptArtifact(final / BINARY_NAME, problem.split("(", 1)[-1].rstrip(")"))
         print(f"{final.name}: {problem}: rebuilding it", file=sys.stderr, flush=True)
     lmplz, build_binary = find_tool("lmplz"), find_tool("build_binary")
     train = corpus.split("train")
@@ -448,7 +455,7 @@ def predict(
     """
     corpus = _load_corpus(corpus)
     ids = corpus.split(split)
-    folder = build(corpus, n, progress=progress, memory=memory)
+    folder = build(corpus, n, progress=progress, memory=memory, repair=repair)
     out = predictions_path(folder, split, "model")
     digest = f"{folder.name}:{_read_metrics(folder)['model_bytes']}"
     existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))

@@ -208,11 +208,15 @@ def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: boo
     from charlm.train import train
 
     corpus = corpora.load(config["corpus"], split_mode=splits)
-    out = train(TrainConfig(**config), corpus=corpus, threads=threads)
+    started = time.perf_counter()
+    out = train(TrainConfig(**config), corpus=corpus, threads=threads, progress=False)  # one line each, below
     predict_checkpoint(out / "checkpoint.pt", "test", progress=False, corpus=corpus)
     if snapshots:
         for snap in json_.loads((out / "metrics.json").read_text()).get("snapshots", []):
             predict_checkpoint(out / snap["file"], "test", sample=True, progress=False, corpus=corpus)
+    metrics = json_.loads((out / "metrics.json").read_text())
+    say(f"{out.name}: val {metrics['best_val_loss']:.3f} nats/char after {metrics['chars_trained']:,} chars "
+        f"(training {metrics['seconds']:.0f} s, this job {time.perf_counter() - started:.0f} s)")  # fmt: skip
     return str(out)
 
 
@@ -220,14 +224,19 @@ def ngram_job(corpus: str, n: int, env: dict, threads: int, splits: str) -> str:
     _worker_env(env, threads)
     from charlm import ngram
 
-    return str(ngram.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False).parents[2])
+    started = time.perf_counter()
+    folder = ngram.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False).parents[2]
+    say(f"{folder.name}: {time.perf_counter() - started:.0f} s")
+    return str(folder)
 
 
 def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int, splits: str) -> str:
     _worker_env(env, threads)
     from charlm import nnn
 
+    started = time.perf_counter()
     path = nnn.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False, **options)
+    say(f"{path.parents[2].name}: {time.perf_counter() - started:.0f} s")
     return str(path.parents[2])
 
 
@@ -255,7 +264,11 @@ def analysis_job(name: str, index: list[dict], profile_settings: dict, data_dir:
             atomic.write_text(key_path, "")
             return {"name": name, "missing": str(err), "seconds": time.perf_counter() - started}
         common.save_table(df, table_path)
-        common.save_figure(module.plot(df), figure_path)
+        figure = module.plot(df)
+        if figure is None:  # nothing worth drawing (e.g. text samples)
+            figure_path.unlink(missing_ok=True)
+        else:
+            common.save_figure(figure, figure_path)
         atomic.write_text(key_path, key)
         status = "computed"
     return {"name": name, "table": str(table_path), "figure": str(figure_path) if figure_path.exists() else None,

@@ -289,6 +289,8 @@ def test_a_damaged_model_or_predictions_file_is_rebuilt_or_named(kenlm, capsys):
     binary = folder / ngram.BINARY_NAME
     binary.write_bytes(binary.read_bytes()[:100])
     assert "damaged" in ngram.damage(folder)
+    with pytest.raises(predictions.CorruptArtifact, match=str(binary)):  # what a standalone analysis CLI says
+        ngram.predict(corpus, 2, progress=False, memory="64M", repair=False)
     assert ngram.build(corpus, 2, progress=False, memory="64M") == folder
     assert ngram.damage(folder) is None and "rebuilding" in capsys.readouterr().err
     assert not path.exists()  # the damaged model's predictions went with it

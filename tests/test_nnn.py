@@ -4,6 +4,7 @@ fitting a bigram, the hidden-size grid, caching, checkpoints that load with weig
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -170,3 +171,51 @@ def test_cli_trains_scores_and_fails_in_one_line(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("error: --hidden")
     assert run_cli(nnn.main, ["--corpus", str(tmp_path / "missing.txt"), "--n", "1", "--hidden", "4"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_a_diverging_nnn_exits_3_with_one_line_and_keeps_no_nonfinite_checkpoint(tmp_path, monkeypatch, capsys):
+    """The n-NN trains through charlm.train's loop: divergence is the same clear stop as for the recurrent nets."""
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    corpus_file = tmp_path / "m.txt"
+    corpus_file.write_bytes(markov1_corpus(4000)[0].data.tobytes())
+    code = run_cli(nnn.main, ["--corpus", str(corpus_file), "--n", "2", "--hidden", "8", "--epochs", "3",
+                              "--batch-chars", "200", "--quiet", "--lr", "1e6"])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "diverged" in err[0], (code, err)
+    for path in (tmp_path / "artifacts").rglob("checkpoint.pt"):
+        state = torch.load(path, weights_only=True)["state_dict"]
+        assert all(torch.isfinite(v).all() for v in state.values())
+
+
+def test_an_interrupted_nnn_resumes_bit_identical(monkeypatch):
+    corpus, _ = markov1_corpus(6000)
+    kwargs = dict(hidden_grid=(8,), progress=False, epochs=3, batch_chars=300)
+    reference = nnn.train_nnn(corpus, 2, **kwargs)
+    ref_metrics = json.loads((reference / "metrics.json").read_text())
+    shutil.rmtree(reference)
+    calls = {"n": 0}
+    real = nnn.NNNTask.loss
+
+    def interrupted(self, epoch, batch):
+        calls["n"] += 1
+        if calls["n"] == 25:  # mid-epoch 2
+            raise KeyboardInterrupt
+        return real(self, epoch, batch)
+
+    monkeypatch.setattr(nnn.NNNTask, "loss", interrupted)
+    monkeypatch.setattr(nnn, "_train_one", _train_one_saving_every_step)
+    with pytest.raises(KeyboardInterrupt):
+        nnn.train_nnn(corpus, 2, **kwargs)
+    monkeypatch.setattr(nnn.NNNTask, "loss", real)
+    resumed = nnn.train_nnn(corpus, 2, **kwargs)
+    metrics = json.loads((resumed / "metrics.json").read_text())
+    assert metrics["grid"][0]["epochs"] == ref_metrics["grid"][0]["epochs"]  # the whole curve, bit for bit
+    assert metrics["best_val_loss"] == ref_metrics["best_val_loss"]
+
+
+def _train_one_saving_every_step(config, hidden, corpus, out, model_id, progress):
+    task = nnn.NNNTask(config, hidden, corpus, model_id)
+    member_id = f"{model_id}-H{hidden}"
+    nnn.fit(task, config, out, member_id, {"model_id": member_id, "kind": "nnn-member"}, progress,
+            checkpoint_every_s=0, snapshots=False)  # fmt: skip
+    return nnn.complete_metrics(out / "metrics.json")
