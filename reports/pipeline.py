@@ -347,9 +347,10 @@ def _jobs(profile: Profile, models: list[Planned], env: dict, threads: int) -> l
         if m.kind == "neural":
             neural.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
         elif m.kind == "ngram":
-            ngrams.append(partial(ngram_job, m.corpus_arg, m.n, env, threads, profile.splits))
+            ngrams.append((m.n, partial(ngram_job, m.corpus_arg, m.n, env, threads, profile.splits)))
         else:
             nnns.append(partial(nnn_job, m.corpus_arg, m.n, m.options, env, threads, profile.splits))
+    ngrams = [job for _, job in sorted(ngrams, key=lambda pair: -pair[0])]  # highest orders first, every corpus
     n_corpora = len({m.corpus_arg for m in models})
     return ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns  # the biggest n-grams start with the networks
 
