@@ -44,7 +44,7 @@ BUDGETS = (64, 128, 256, 512)  # Karpathy et al. sec 4.1: the widths of the 1-la
 INIT_RANGE = 0.08  # Karpathy et al. sec 3.3: every parameter uniform in [-0.08, 0.08]
 CBOW_DECAY = 0.99  # d: `cbow` is a leaking mean, h = d h + (1 - d) E x, a bag of the last ~100 characters
 
-State = list[tuple[torch.Tensor, ...]]  # per layer: (h,), (h, c) or (c,) (the notes' s), each (B, H)
+State = list[tuple[torch.Tensor, ...]]  # per layer: (h,) or (h, c), each (B, H); h is what the layer outputs
 
 
 @dataclass(frozen=True)
@@ -348,9 +348,11 @@ class ProtoLSTMLayer(nn.Module):
 
     The prototype's state is unbounded (only f <= 1 restrains it), which is the notes' case for the
     GRU and the pseudo-LSTM; the pseudo-LSTM squashes every read of the state but never the state.
+    The state carried is (h, c) like the LSTM's, so every layer's state starts with the output h the
+    layer above reads; the recurrence itself reads c alone (h_{t-1} is a function of it).
     """
 
-    state_names = ("c",)
+    state_names = ("h", "c")
 
     def __init__(self, d_in: int, size: int, squash: bool):
         super().__init__()
@@ -370,7 +372,7 @@ class ProtoLSTMLayer(nn.Module):
     def trace(self, x, state, keep=True):
         H = self.size
         xw = self.from_x(x)  # (B, T, 4H)
-        (c,) = state
+        _, c = state
         w_g, w_c = self.gates_h.weight.t(), self.content_h.weight.t()
         read = torch.tanh(c) if self.squash else c
         names = ("i", "f", "o", "ctilde", "c", "h")
@@ -391,7 +393,7 @@ class ProtoLSTMLayer(nn.Module):
             cache = {k: torch.stack(steps[k], 1) for k in names[:4]}
             cache["c"] = torch.stack(steps["c"], 1) if self.squash else out
             cache["h"] = out
-        return out, (c,), cache
+        return out, (read, c), cache
 
 
 class PaperGRULayer(nn.Module):

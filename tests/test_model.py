@@ -139,7 +139,7 @@ def reference_layer(arch, layer, x, state):
         U_i, U_f, U_o, U_s = U[sl(0)], U[sl(1)], U[sl(2)], U[sl(3)]
         b_i, b_f, b_o, b_s = b[sl(0)], b[sl(1)], b[sl(2)], b[sl(3)]
         phi = torch.tanh if arch == "pseudo-lstm" else (lambda s: s)  # the pseudo-LSTM reads phi(s_{t-1})
-        (s_prev,) = state
+        _, s_prev = state  # h_{t-1} = phi(s_{t-1}) is carried too, but the recurrence reads s alone
         for t in range(x.shape[1]):
             xt = x[:, t]
             i = torch.sigmoid(_lin(phi(s_prev), W_i) + _lin(xt, U_i, b_i))
@@ -148,7 +148,7 @@ def reference_layer(arch, layer, x, state):
             s_tilde = torch.tanh(_lin(o * phi(s_prev), W_s) + _lin(xt, U_s, b_s))
             s_prev = f * s_prev + i * s_tilde
             keep(i=i, f=f, o=o, ctilde=s_tilde, c=s_prev, h=phi(s_prev))  # rnn_out = s_t, or phi(s_t)
-        final = (s_prev,)
+        final = (phi(s_prev), s_prev)
     elif arch == "gru-paper":  # Karpathy et al. sec 3.1 (char-rnn's GRU.lua): the reset multiplies h_{t-1}
         H = layer.content_h.weight.shape[0]
         sl = lambda k: slice(k * H, (k + 1) * H)  # noqa: E731
@@ -252,7 +252,8 @@ def test_every_trace_matches_the_equations_outputs_and_gradients(arch):
     grads = torch.autograd.grad(_loss(*model.run_with_cache(ids, state)), inputs, allow_unused=True)
     ref_grads = torch.autograd.grad(_loss(*reference_run(model, ids, state)), inputs, allow_unused=True)
     for name, g, rg in zip(names, grads, ref_grads):
-        if arch == "lstm-srnn-hidden" and name.endswith(".h0"):  # nothing reads h_(t-1): no gradient reaches h_0
+        if arch in ("lstm-srnn-hidden", "proto-lstm", "pseudo-lstm") and name.endswith(".h0"):
+            # nothing reads h_(t-1) (the notes' two rungs read their one state s = c): no gradient reaches h_0
             assert g is None and rg is None, name
             continue
         assert g is not None and g.abs().sum() > 0, f"initial state {name} gets no gradient"
@@ -474,7 +475,7 @@ def test_prototype_and_pseudo_lstm_outputs_and_what_they_read(arch):
     _close(h, phi(c))
     # The candidate reads the gated (squashed) previous state: ctilde = tanh(W (o * phi(c_prev)) + U x + b).
     layer, H = model.layers[0], model.config.size
-    c_prev = torch.cat([state[0][0][:, None], c[:, :-1]], 1)
+    c_prev = torch.cat([state[0][1][:, None], c[:, :-1]], 1)
     x = F.one_hot(ids, V).double()
     expected = torch.tanh(
         _lin(o * phi(c_prev), layer.content_h.weight)
@@ -653,6 +654,18 @@ def test_trace_equals_the_training_forward(arch):
     # The traced top-layer h is what the head reads.
     top = cache["layers.1.h"]
     torch.testing.assert_close(model.head(top), model(ids), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_state_starts_with_the_output_h_and_carries_the_cell_c(arch):
+    """The State convention code outside the model relies on (charlm.gradients reads h from state[0])."""
+    model = make_model(arch, layers=2, scale=0.6)
+    _, cache, finals = model.run_with_cache(random_ids(), random_state(model))
+    for l, (layer, final) in enumerate(zip(model.layers, finals)):
+        assert layer.state_names[0] == "h" and set(layer.state_names) <= {"h", "c"}
+        _close(final[0], cache[f"layers.{l}.h"][:, -1])
+        if "c" in layer.state_names:
+            _close(final[1], cache[f"layers.{l}.c"][:, -1])
 
 
 @pytest.mark.parametrize("arch", ARCHS)
