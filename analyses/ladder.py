@@ -20,8 +20,10 @@ advantage (Karpathy et al. Fig 5 left; analyses/brace_distance.py: the model's m
 comes, minus the 20-gram's). Each rung's gain is measured against the rung it was derived from: the GRU
 and the pseudo-LSTM are the notes' two fixes of the prototype, and the LSTM comes from the pseudo-LSTM.
 
-Deviation: the notes' CBOW sum never forgets and grows without bound over a carried stream; `cbow` is
-its leaking mean, h = 0.99 h + 0.01 E x (a bag of the last ~100 characters; charlm/model.py CBOWLayer).
+Deviations (charlm/model.py): the notes' CBOW sum never forgets and grows without bound over a carried
+stream, so `cbow` is its leaking mean, h = 0.99 h + 0.01 E x (a bag of the last ~100 characters); the
+notes leave the prototype's output open, and it is tanh(s) here as the pseudo-LSTM's is (the raw state as
+output makes the papers' recipe diverge within three updates), so the pseudo-LSTM's step is its reads alone.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ LADDER = (
     ("rnn", "Elman", "cbow-tanh", "recurrent weights: tanh(W s + U x)"),
     ("proto-lstm", "proto-LSTM", "rnn", "gates: selective read, write and forget of an additive state"),
     ("gru", "GRU", "proto-lstm", "a bounded state: forget tied to write (1 - z)"),
-    ("pseudo-lstm", "pseudo-LSTM", "proto-lstm", "reads through tanh: gates, candidate and output see tanh(s)"),
+    ("pseudo-lstm", "pseudo-LSTM", "proto-lstm", "reads through tanh: gates and candidate see tanh(s), not s"),
     ("lstm", "LSTM", "pseudo-lstm", "the shadow state h = o tanh(c) for gates, candidate and output"),
 )
 GRU_FORMS = ("gru-paper", "gru")  # the notes' (and papers') GRU; torch's form stands in when it is all there is
@@ -255,6 +257,11 @@ def notes(df: pd.DataFrame) -> list[str]:
         "shrinks by exactly 0.99 a step, so its vanishing ratio is set by the leak, not learned.",
         "The prototype and pseudo-LSTM have one bias per gate and candidate, as the notes write them; the LSTM "
         "and GRUs have torch's and char-rnn's two. Budgets count every parameter.",
+        "The notes leave the prototype's output open; here it is tanh(s), as the pseudo-LSTM's. With the raw "
+        "state as output the papers' recipe diverged within three updates in every seed and learning rate "
+        "tried (2e-3 to 5e-4): the gates read the unbounded state, saturate, and the state then grows by one a "
+        "step, the runaway the notes warn of. With tanh(s) the runaway stays inside the state, and the "
+        "pseudo-LSTM's step over the prototype is exactly its reads through tanh.",
         "The GRU rung is `gru-paper`, the form of the notes, of Karpathy et al. sec 3.1 and of char-rnn's GRU.lua "
         "(reset applied to the state before the recurrent product); torch's fused `gru` stands in, and the "
         "caption says so, only where no `gru-paper` was trained.",

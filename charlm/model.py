@@ -14,9 +14,9 @@ and the rungs of the lecture notes' derivation of the LSTM (seed 004), with the 
 
     cbow              CBOW as an RNN             h = d h + (1 - d) E x: the notes' sum s + E[x] as a leaking mean
     cbow-tanh         squashed CBOW              h = tanh(h + E x)
-    proto-lstm        prototype LSTM             i f o read c; ctilde = tanh(W (o c) + U x); c = f c + i ctilde; h = c
+    proto-lstm        prototype LSTM             i f o read c; ctilde = tanh(W (o c) + U x); c = f c + i ctilde
     gru-paper         the papers' GRU            r, z; htilde = tanh(W x + U (r * h) + b): reset before the product
-    pseudo-lstm       pseudo-LSTM                the prototype reading tanh(c) everywhere; h = tanh(c)
+    pseudo-lstm       pseudo-LSTM                the prototype reading tanh(c) instead of c; both output tanh(c)
 
 Every layer has a hand-written loop that returns all its intermediates (`trace`), and the
 rnn / gru / lstm / lstm-gates layers also run torch's fused kernel for training, on the very
@@ -344,12 +344,16 @@ class ProtoLSTMLayer(nn.Module):
         i f o  = sigm(W_g read + U_g x + b_g)   (the notes' three gates, each its own W, U, b)
         ctilde = tanh(W (o * read) + U x + b)   (the candidate write reads the state through the read gate o)
         c      = f * s_{t-1} + i * ctilde
-        h      = c                              (prototype)   or tanh(c)         (pseudo): what the next layer reads
+        h      = tanh(c)                        (what the next layer and the softmax read)
 
-    The prototype's state is unbounded (only f <= 1 restrains it), which is the notes' case for the
-    GRU and the pseudo-LSTM; the pseudo-LSTM squashes every read of the state but never the state.
-    The state carried is (h, c) like the LSTM's, so every layer's state starts with the output h the
-    layer above reads; the recurrence itself reads c alone (h_{t-1} is a function of it).
+    The state is unbounded (only f <= 1 restrains it) in both. The prototype reads it raw, which is the
+    notes' case for the GRU and the pseudo-LSTM ("the state [can] quickly become large and chaotic"):
+    under the papers' recipe its gates saturate within a few updates and the state then grows by one a
+    step. The notes give the pseudo-LSTM's output as tanh(s_t) and leave the prototype's open; both
+    output tanh(c) here, so the logits stay bounded (the raw state as output makes the loss diverge
+    within three updates in every seed and learning rate tried) and the pseudo-LSTM's step is exactly
+    "read the state through tanh". The state carried is (h, c) like the LSTM's, so every layer's state
+    starts with the output h the layer above reads; the recurrence itself reads c alone.
     """
 
     state_names = ("h", "c")
@@ -382,18 +386,15 @@ class ProtoLSTMLayer(nn.Module):
             i, f, o = g[:, :H], g[:, H : 2 * H], g[:, 2 * H :]
             ctilde = torch.tanh(torch.addmm(xw_t[:, 3 * H :], o * read, w_c))
             c = f * c + i * ctilde
-            read = torch.tanh(c) if self.squash else c
-            steps["h"].append(read)
+            h = torch.tanh(c)
+            read = h if self.squash else c
+            steps["h"].append(h)
             if keep:
                 for k, v in zip(names[:5], (i, f, o, ctilde, c)):
                     steps[k].append(v)
         out = torch.stack(steps["h"], 1)  # (B, T, H)
-        cache = {}
-        if keep:
-            cache = {k: torch.stack(steps[k], 1) for k in names[:4]}
-            cache["c"] = torch.stack(steps["c"], 1) if self.squash else out
-            cache["h"] = out
-        return out, (read, c), cache
+        cache = {k: (out if k == "h" else torch.stack(steps[k], 1)) for k in names} if keep else {}
+        return out, (h, c), cache
 
 
 class PaperGRULayer(nn.Module):

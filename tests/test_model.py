@@ -147,8 +147,8 @@ def reference_layer(arch, layer, x, state):
             f = torch.sigmoid(_lin(phi(s_prev), W_f) + _lin(xt, U_f, b_f))
             s_tilde = torch.tanh(_lin(o * phi(s_prev), W_s) + _lin(xt, U_s, b_s))
             s_prev = f * s_prev + i * s_tilde
-            keep(i=i, f=f, o=o, ctilde=s_tilde, c=s_prev, h=phi(s_prev))  # rnn_out = s_t, or phi(s_t)
-        final = (phi(s_prev), s_prev)
+            keep(i=i, f=f, o=o, ctilde=s_tilde, c=s_prev, h=torch.tanh(s_prev))  # rnn_out = phi(s_t) in both
+        final = (torch.tanh(s_prev), s_prev)
     elif arch == "gru-paper":  # Karpathy et al. sec 3.1 (char-rnn's GRU.lua): the reset multiplies h_{t-1}
         H = layer.content_h.weight.shape[0]
         sl = lambda k: slice(k * H, (k + 1) * H)  # noqa: E731
@@ -466,13 +466,13 @@ def test_gru_paper_resets_the_state_before_the_product_where_torch_resets_after(
 
 @pytest.mark.parametrize("arch", ["proto-lstm", "pseudo-lstm"])
 def test_prototype_and_pseudo_lstm_outputs_and_what_they_read(arch):
-    """The prototype's output is its state (h = c); the pseudo-LSTM's is tanh(c), and so is what it reads."""
+    """Both output tanh(c); the prototype reads c itself, the pseudo-LSTM tanh(c)."""
     model = make_model(arch, layers=1, scale=0.9)
     ids, state = random_ids(), random_state(model)
     cache = model.trace(ids, state)
     c, h, o, ctilde = (cache[f"layers.0.{k}"] for k in ("c", "h", "o", "ctilde"))
     phi = torch.tanh if arch == "pseudo-lstm" else (lambda s: s)
-    _close(h, phi(c))
+    _close(h, torch.tanh(c))
     # The candidate reads the gated (squashed) previous state: ctilde = tanh(W (o * phi(c_prev)) + U x + b).
     layer, H = model.layers[0], model.config.size
     c_prev = torch.cat([state[0][1][:, None], c[:, :-1]], 1)
@@ -482,6 +482,21 @@ def test_prototype_and_pseudo_lstm_outputs_and_what_they_read(arch):
         + _lin(x, layer.from_x.weight[3 * H :], layer.from_x.bias[3 * H :])
     )
     _close(ctilde, expected)
+
+
+@pytest.mark.parametrize("arch", ["proto-lstm", "pseudo-lstm"])
+def test_an_unbounded_state_runs_away_but_the_output_stays_bounded(arch):
+    """The notes' warning: with forget and write saturated open and a candidate of one, s_t = s_{t-1} + 1 without
+    end; what the head reads, tanh(s), stays in [-1, 1], so the logits cannot run away with it."""
+    model = make_model(arch, layers=1)
+    H = model.config.size
+    with torch.no_grad():
+        model.layers[0].from_x.bias[: 2 * H] = 200.0  # i = f = 1 (past any W c: |W c| <= 12 * 0.08 * 50)
+        model.layers[0].from_x.bias[3 * H :] = 200.0  # ctilde = 1
+    state = random_state(model)
+    logits, cache, finals = model.run_with_cache(random_ids(steps=50), state)
+    _close(cache["layers.0.c"][:, -1], state[0][1] + 50)
+    assert cache["layers.0.h"].abs().max() <= 1 and logits.abs().max() <= model.head.weight.abs().sum(1).max() + 1
 
 
 # ------------------------------------------------------------------------------------------
