@@ -57,6 +57,7 @@ SETTINGS = {
     "split": "test",  # split scored
     "resamples": 100,  # bootstrap resamples of positions for the cross-entropy's std (Karpathy et al. Fig 1)
     "min_braces": 100,  # the brace advantage is measured on corpora whose split has at least this many '}'
+    "excerpt_chars": 3000,  # the state's largest |value| is read over the split's first this many characters
 }
 # (arch, rung, the rung it is derived from, what the step adds), in the notes' order
 LADDER = (
@@ -72,8 +73,9 @@ GRU_FORMS = ("gru-paper", "gru")  # the notes' (and papers') GRU; torch's form s
 NOTES_ONLY = ("cbow", "cbow-tanh", "proto-lstm", "pseudo-lstm")  # rungs no other analysis trains
 COLUMNS = [
     "corpus", "step", "arch", "rung", "parent", "adds", "budget", "layers", "size", "params", "seeds",
-    "chars_trained", "ce_nats", "ce_std", "seed_std", "gain_nats", "vanishing_ratio", "brace_advantage",
-    "brace_gain",
+    "chars_trained", "ce_nats", "ce_std", "seed_std", "gain_nats", "memory", "state_max", "state_chars",
+    "vanishing_ratio",
+    "brace_advantage", "brace_gain",
 ]  # fmt: skip
 
 
@@ -93,6 +95,17 @@ def _in_row(ctx: Context, models: pd.DataFrame, budget: int, layers: int) -> pd.
         return matched_size(row["arch"], budget, ctx.corpus(row).vocab_size, layers) == int(row["size"])
 
     return models.loc[np.array([sized(r) for _, r in models.iterrows()], dtype=bool)]
+
+
+def state_max(ctx: Context, row: pd.Series, split: str, length: int) -> tuple[str, float, int]:
+    """The memory state of the top layer (c where the model has a cell, else h), its largest |value| over the
+    split's first `length` characters read from a zero state, and that length: bounded rungs stay within 1
+    (or max|E x|), an unbounded state shows how far it ran."""
+    top = int(row["layers"]) - 1
+    length = min(length, ctx.corpus(row).split(split).size)
+    trace = ctx.trace(row, split, 0, length, warmup=0)
+    memory = "c" if f"layers.{top}.c" in trace else "h"
+    return memory, float(np.abs(trace[f"layers.{top}.{memory}"]).max()), length
 
 
 def _missing(ctx: Context, budget: int, layers: int) -> MissingInput:
@@ -135,6 +148,7 @@ def compute(ctx: Context) -> pd.DataFrame:
             ratios = np.array([vanishing_ratio(ctx, r) for _, r in group.iterrows()], dtype=float)
             brace = np.mean([brace_advantage(ctx, r) for _, r in group.iterrows()]) if braces else np.nan
             first = group.iloc[0]
+            memory, largest, read = state_max(ctx, first, split, int(s["excerpt_chars"]))
             by_step[LADDER[step][0]] = {
                 "corpus": first["corpus"], "step": step, "arch": arch,
                 "rung": rung if arch != "gru" else "GRU (torch's form)", "parent": parent, "adds": adds,
@@ -142,6 +156,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                 "seeds": len(group), "chars_trained": int(first["chars_trained"]),
                 "ce_nats": float(scores[:, 0].mean()), "ce_std": float(scores[:, 1].mean()),
                 "seed_std": float(scores[:, 0].std(ddof=1)) if len(group) > 1 else np.nan,
+                "memory": memory, "state_max": largest, "state_chars": read,
                 "vanishing_ratio": geometric_mean(ratios),
                 "brace_advantage": float(brace),
             }  # fmt: skip
@@ -159,33 +174,47 @@ def compute(ctx: Context) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ views
 
 
+PANELS = (  # column, axis label, scale
+    ("ce_nats", "test cross-entropy (nats/char)", "linear"),
+    ("state_max", "largest |memory state| (c, or h without a cell)", "log"),
+    ("vanishing_ratio", "vanishing ratio (far end / mid-window)", "log"),
+    ("brace_advantage", "brace advantage: p('}') model - 20-gram", "linear"),
+)
+
+
 def plot(df: pd.DataFrame):
+    """One panel per measurement; each rung is joined to the rung it is derived from (a tree, not a line)."""
     style()
     order = [rung for _, rung, *_ in LADDER]
-    df = df.assign(x=df["step"])
-    panels = [
-        ("ce_nats", "test cross-entropy (nats/char)", "linear"),
-        ("vanishing_ratio", "vanishing ratio (far end / mid-window)", "log"),
-        ("brace_advantage", "brace advantage: p('}') model - 20-gram", "linear"),
-    ]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
-    for ax, (column, label, scale) in zip(axes, panels):
-        sub = df[np.isfinite(df[column].astype(float))]
-        if sub.empty:
-            ax.text(0.5, 0.5, "no corpus with braces" if column == "brace_advantage" else "not measured",
-                    ha="center", va="center", transform=ax.transAxes)  # fmt: skip
-        else:
-            sns.lineplot(data=sub, x="x", y=column, hue="corpus", marker="o", ax=ax, sort=True)
+    step_of = {rung: k for k, (_, rung, *_) in enumerate(LADDER)}
+    panels = [p for p in PANELS if df[p[0]].notna().any()]  # the brace panel only with a corpus with braces
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.4), squeeze=False)
+    colors = dict(zip(df["corpus"].unique(), sns.color_palette("tab10")))
+    for ax, (column, label, scale) in zip(axes[0], panels):
+        for corpus, sub in df.groupby("corpus", sort=False):
+            sub = sub[sub[column].notna()]
+            at = dict(zip(sub["step"], sub[column]))
+            for _, r in sub.iterrows():
+                parent = step_of.get(r["parent"])
+                if parent in at:
+                    ax.plot([parent, r["step"]], [at[parent], r[column]], color=colors[corpus], lw=1.2)
+            ax.plot(sub["step"], sub[column], "o", color=colors[corpus], label=corpus)
             if column == "ce_nats" and sub["seed_std"].notna().any():
-                ax.errorbar(sub["x"], sub[column], yerr=sub["seed_std"].fillna(0), fmt="none", ecolor="grey")
+                ax.errorbar(sub["step"], sub[column], yerr=sub["seed_std"].fillna(0), fmt="none", ecolor="grey")
         ax.set_yscale(scale)
+        if column in ("vanishing_ratio", "state_max"):
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         if column == "brace_advantage":
             ax.axhline(0.0, color="grey", lw=0.8, ls="--")
         ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order, rotation=30, ha="right")
-        ax.set_xlabel("rung of the derivation (the GRU and the pseudo-LSTM both fix the prototype)")
+        ax.set_xticklabels(order, rotation=35, ha="right")
+        ax.set_xlabel("")
         ax.set_ylabel(label)
-    fig.suptitle(f"The notes' ladder at budget row {int(df['budget'].iloc[0])}, {int(df['layers'].iloc[0])} layer(s)")
+    axes[0][0].legend(title="corpus", fontsize=8)
+    fig.suptitle(
+        f"The notes' ladder at budget row {int(df['budget'].iloc[0])}, {int(df['layers'].iloc[0])} layer(s): each "
+        "rung joined to the one it is derived from (the GRU and the pseudo-LSTM both fix the prototype)"
+    )
     fig.tight_layout()
     return fig
 
@@ -213,6 +242,18 @@ def caption(df: pd.DataFrame) -> str:
         if len(steps):
             best = steps.loc[steps["gain_nats"].idxmax()]
             text += f" The largest step is {best['adds'].split(':')[0]} ({best['rung']}, {best['gain_nats']:+.3f})."
+        states = ", ".join(f"{r['rung']} {r['state_max']:,.3g}" for _, r in sub.iterrows())
+        text += (
+            f" Largest |memory state| (c, or h without a cell) over the first {int(sub['state_chars'].iloc[0]):,} "
+            f"characters of the split from a zero state: {states}."
+        )
+        lstm = sub[sub["arch"] == "lstm"]
+        runaway = sub[sub["state_max"] > 10 * lstm["state_max"].max()] if len(lstm) else sub.iloc[:0]
+        if len(runaway):
+            text += (
+                f" {' and '.join(runaway['rung'])} ran to more than ten times the LSTM's cell: the unbounded "
+                "state the notes warn of (gates that read it saturate, and it grows by up to one a step)."
+            )
         ratios = ", ".join(f"{r['rung']} {r['vanishing_ratio']:.2g}" for _, r in sub.iterrows())
         text += f" Vanishing ratio (below 1: the gradient still shrinks toward the far end): {ratios}."
         if sub["brace_advantage"].notna().any():

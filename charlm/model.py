@@ -96,10 +96,8 @@ class LinearScan(torch.autograd.Function):
         a[-1] = g[-1]
         for t in range(g.shape[0] - 2, -1, -1):
             torch.addcmul(g[t], f_t[t + 1], a[t + 1], out=a[t])
-        grad_f = None
-        if ctx.needs_input_grad[0]:  # `cbow` scans with a constant decay: no gradient to compute for it
-            c_prev = torch.cat([c0.unsqueeze(0), c[:-1]], 0)
-            grad_f = (a * c_prev).transpose(0, 1)
+        c_prev = torch.cat([c0.unsqueeze(0), c[:-1]], 0)
+        grad_f = (a * c_prev).transpose(0, 1)
         return grad_f, a.transpose(0, 1), f_t[0] * a[0]
 
 
@@ -324,17 +322,14 @@ class CBOWLayer(nn.Module):
         return out, state
 
     def trace(self, x, state, keep=True):
-        e = self.embed(x)  # (B, T, H)
         (h,) = state
-        if self.squash:
-            hs = []
-            for e_t in e.unbind(1):
-                h = torch.tanh(h + e_t)
-                hs.append(h)
-            out = torch.stack(hs, 1)
-        else:  # element-wise and linear: the scan with a hand-written backward
-            out = LinearScan.apply(torch.full_like(e, CBOW_DECAY), (1.0 - CBOW_DECAY) * e, h)
-        return out, (out[:, -1],), {"h": out} if keep else {}
+        writes = self.embed(x) if self.squash else (1.0 - CBOW_DECAY) * self.embed(x)  # (B, T, H)
+        hs = []
+        for w_t in writes.unbind(1):
+            h = torch.tanh(h + w_t) if self.squash else torch.add(w_t, h, alpha=CBOW_DECAY)  # d h + (1 - d) E x
+            hs.append(h)
+        out = torch.stack(hs, 1)
+        return out, (h,), {"h": out} if keep else {}
 
 
 class ProtoLSTMLayer(nn.Module):

@@ -9,10 +9,12 @@ import types
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from conftest import fake_corpus_file, fake_neural_model, make_text
 
 from analyses import common, ladder
 from analyses.context import Context, MissingInput, model_index
+from charlm.checkpoint import load_checkpoint
 from charlm.model import matched_size
 from corpora import run_cli
 
@@ -72,7 +74,8 @@ def train_ladder(corpus, rungs=tuple(CE), lstm_seeds=LSTM_SEEDS):
 
 
 def _ctx(**settings) -> Context:
-    return Context(model_index(), common.settings(ladder, None, {"budget": BUDGET, "min_braces": 5, **settings}))
+    fixed = {"budget": BUDGET, "min_braces": 5, "excerpt_chars": 40}
+    return Context(model_index(), common.settings(ladder, None, {**fixed, **settings}))
 
 
 def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_path, artifacts, stand_ins):
@@ -110,6 +113,15 @@ def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_
     assert df[df["corpus"] == prose.name]["brace_advantage"].isna().all()  # no braces in prose: not measured
     assert {c[2] for c in stand_ins if c[0] == "brace"} == {code.name}
     assert all(c[3] is None for c in stand_ins if c[0] == "vanishing")  # the trained (final) models
+    # The memory state's largest value: the top layer's c where there is a cell, else h, from a zero state.
+    by = df[df["corpus"] == code.name].set_index("arch")
+    assert list(by["memory"]) == ["h", "h", "h", "c", "h", "c", "c"] and (by["state_chars"] == 40).all()
+    for arch in ("cbow", "proto-lstm", "lstm"):
+        model = load_checkpoint(next((artifacts / code.artifact_name).glob(f"{arch}-L1-*-s0-*")) / "checkpoint.pt")
+        ids = torch.from_numpy(code.split("test")[:40].astype(np.int64))[None]
+        with torch.no_grad():
+            expected = model.trace(ids)[f"layers.0.{by.loc[arch, 'memory']}"].abs().max().item()
+        assert by.loc[arch, "state_max"] == pytest.approx(expected, rel=1e-6), arch
 
 
 def test_torch_gru_stands_in_for_the_notes_gru_and_missing_rungs_are_named(tmp_path, artifacts, stand_ins):
@@ -150,8 +162,12 @@ def test_the_views_read_everything_from_the_cached_table(tmp_path, artifacts, st
     common.save_table(ladder.compute(_ctx()), path)
     df = pd.read_csv(path)  # what the report re-reads
     fig = ladder.plot(df)
-    assert len(fig.axes) == 3 and fig.axes[0].get_ylabel() == "test cross-entropy (nats/char)"
+    assert [ax.get_ylabel() for ax in fig.axes] == [label for _, label, _ in ladder.PANELS]
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()][4] == "GRU"
+    assert len(fig.axes[0].lines) == 2 * (1 + 6)  # per corpus: its points, and a segment to each rung from its parent
+    plt.close(fig)
+    fig = ladder.plot(df[df["corpus"] == prose.name])  # no braces anywhere: no brace panel
+    assert len(fig.axes) == 3
     plt.close(fig)
     text = ladder.caption(df)
     assert "CBOW 2.400 -> CBOW-tanh 2.300 -> Elman 1.800" in text

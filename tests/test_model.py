@@ -376,8 +376,8 @@ def test_ablations_content_and_gates_depend_on_the_current_input_only_where_the_
 
 @pytest.mark.parametrize("arch", LADDER)
 def test_ladder_gradients_pass_gradcheck(arch):
-    """Analytic gradients (autograd through the cells, LinearScan's hand-written backward for `cbow`) against
-    finite differences, for every parameter and the initial state, of logits, internals and final state."""
+    """Analytic gradients (autograd through the hand-written cells) against finite differences, for every
+    parameter and the initial state, of logits, internals and final state."""
     model = make_model(arch, layers=2, size=3, scale=0.7, vocab=5)
     ids = random_ids(batch=2, steps=5, vocab=5)
     state = random_state(model, batch=2)
