@@ -124,17 +124,18 @@ def _missing(ctx: Context, budget: int, layers: int) -> MissingInput:
 
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per corpus and rung: cross-entropy (mean over seeds), gain over its parent, vanishing ratio, braces."""
-    from .brace_distance import brace_advantage
-    from .vanishing import vanishing_ratio
-
     s = ctx.settings
     split, resamples, budget, layers = s["split"], s["resamples"], int(s["budget"]), int(s["layers"])
     archs = tuple(a for a, *_ in LADDER if a != "gru") + GRU_FORMS
     models = _in_row(ctx, ctx.models(arch=archs, required=False), budget, layers)
+    ladders = models.groupby("corpus_key", sort=False).filter(lambda m: m["arch"].isin(NOTES_ONLY).any())
+    if ladders.empty:  # only the papers' three types: that is cross_entropy's table, not a ladder
+        raise _missing(ctx, budget, layers)
+    from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
+    from .vanishing import vanishing_ratio
+
     rows = []
-    for corpus_key, on_corpus in models.groupby("corpus_key", sort=False):
-        if not on_corpus["arch"].isin(NOTES_ONLY).any():
-            continue  # only the papers' three types: that is cross_entropy's table, not a ladder
+    for corpus_key, on_corpus in ladders.groupby("corpus_key", sort=False):
         braces = ctx.text(corpus_key, split).count(b"}") >= s["min_braces"]
         gru = next((g for g in GRU_FORMS if g in set(on_corpus["arch"])), None)
         by_step = {}
@@ -166,8 +167,6 @@ def compute(ctx: Context) -> pd.DataFrame:
             rec["gain_nats"] = parent["ce_nats"] - rec["ce_nats"] if parent else np.nan  # > 0: this step helps
             rec["brace_gain"] = rec["brace_advantage"] - parent["brace_advantage"] if parent else np.nan
             rows.append(rec)
-    if not rows:
-        raise _missing(ctx, budget, layers)
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
