@@ -371,7 +371,7 @@ class ProtoLSTMLayer(nn.Module):
     def trace(self, x, state, keep=True):
         H = self.size
         xw = self.from_x(x)  # (B, T, 4H)
-        _, c = state
+        h, c = state  # the recurrence reads c alone; h is returned as it came when there are no steps
         w_g, w_c = self.gates_h.weight.t(), self.content_h.weight.t()
         read = torch.tanh(c) if self.squash else c
         names = ("i", "f", "o", "ctilde", "c", "h")
