@@ -3,7 +3,10 @@
 Training: for every architecture, a model of one layer, width 256, trained for a few batches of
 100 streams x 100 steps (forward, backward, RMSProp step) with the hand-written cells (the
 ones traces come from), and the fused kernel of its family (nn.RNN, nn.GRU, nn.LSTM; the
-fused LSTM for Levy's ablations) timed in alternation with it. Ratios above 1 mean ours is faster.
+fused LSTM for Levy's ablations and the notes' prototype and pseudo-LSTM, the fused RNN for the
+CBOW RNNs, torch's GRU for the papers' `gru-paper`, which no fused kernel computes) timed in
+alternation with it. Ratios above 1 mean ours is faster; for `gru-paper` the ratio is what training
+the papers' GRU costs against torch's.
 
 Scoring: for every architecture, a split scored as one stream from a zero state (how the suite
 scored before parallel streams) and as parallel warmed-up streams (charlm.predict), at the quick
@@ -29,7 +32,9 @@ from corpora.errors import run_cli
 
 from .model import ARCHS, CharLM, ModelConfig
 
-FUSED_REFERENCE = {"rnn": "rnn", "gru": "gru", "lstm-gates": "rnn"}  # everything else: the fused LSTM
+FUSED_REFERENCE = {  # everything else: the fused LSTM
+    "rnn": "rnn", "gru": "gru", "lstm-gates": "rnn", "cbow": "rnn", "cbow-tanh": "rnn", "gru-paper": "gru",
+}  # fmt: skip
 
 
 def _step_timer(model: CharLM, fused: bool, ids: torch.Tensor, targets: torch.Tensor):

@@ -1,6 +1,6 @@
 """Character language models of every architecture, with every internal readable.
 
-One config dataclass builds all seven architectures of the suite:
+One config dataclass builds all twelve architectures of the suite:
 
     rnn               Elman S-RNN                h = tanh(W x + U h + b)
     gru               GRU (torch / cuDNN form)   r, z, htilde = tanh(W x + r * (U h + b)), h = (1 - z) h + z htilde
@@ -10,9 +10,17 @@ One config dataclass builds all seven architectures of the suite:
     lstm-srnn-hidden  sec 3.1                    ... and gates read x only: the memory cell is the only recurrence
     lstm-gates        sec 3.1                    gates removed: the S-RNN alone, at the LSTM's width
 
+and the rungs of the lecture notes' derivation of the LSTM (seed 004), with the papers' own GRU:
+
+    cbow              CBOW as an RNN             h = d h + (1 - d) E x: the notes' sum s + E[x] as a leaking mean
+    cbow-tanh         squashed CBOW              h = tanh(h + E x)
+    proto-lstm        prototype LSTM             i f o read c; ctilde = tanh(W (o c) + U x); c = f c + i ctilde
+    gru-paper         the papers' GRU            r, z; htilde = tanh(W x + U (r * h) + b): reset before the product
+    pseudo-lstm       pseudo-LSTM                the prototype reading tanh(c) instead of c; both output tanh(c)
+
 Every layer has a hand-written loop that returns all its intermediates (`trace`), and the
 rnn / gru / lstm / lstm-gates layers also run torch's fused kernel for training, on the very
-same parameters (tests prove the two agree, outputs and gradients). The GRU's `z` is traced in
+same parameters (tests prove the two agree, outputs and gradients). The GRUs' `z` is traced in
 the papers' convention (the weight on the candidate), which is one minus torch's `z`.
 """
 
@@ -26,13 +34,17 @@ import torch.nn.functional as F
 
 from corpora.errors import UserError
 
-ARCHS = ("rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
+ARCHS = (
+    "rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates",
+    "cbow", "cbow-tanh", "proto-lstm", "gru-paper", "pseudo-lstm",
+)  # fmt: skip
 LSTM_FAMILY = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 ABLATIONS = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")  # Levy et al. sec 3.1: at the LSTM's width
 BUDGETS = (64, 128, 256, 512)  # Karpathy et al. sec 4.1: the widths of the 1-layer LSTMs that set the four budget rows
 INIT_RANGE = 0.08  # Karpathy et al. sec 3.3: every parameter uniform in [-0.08, 0.08]
+CBOW_DECAY = 0.99  # d: `cbow` is a leaking mean, h = d h + (1 - d) E x, a bag of the last ~100 characters
 
-State = list[tuple[torch.Tensor, ...]]  # per layer: (h,) or (h, c), each (B, H)
+State = list[tuple[torch.Tensor, ...]]  # per layer: (h,) or (h, c), each (B, H); h is what the layer outputs
 
 
 @dataclass(frozen=True)
@@ -277,26 +289,183 @@ class AblatedLSTMLayer(nn.Module):
         return out, (h, c), cache
 
 
+class CBOWLayer(nn.Module):
+    """The notes' CBOW as an RNN, R(s, x) = s + E[x] (`cbow`), and its squashed form tanh(s + E[x]) (`cbow-tanh`).
+
+    E x is the embedding of a one-hot byte (above the first layer, a linear map of the layer below's
+    output); no bias and no recurrent weights, as in the notes. The notes' plain sum grows without
+    bound over a carried stream (linearly in its length once the embeddings have a nonzero mean, and
+    a stream is a whole epoch) and never forgets, so `cbow` is its leaking mean instead:
+
+        h_t = d h_{t-1} + (1 - d) E x_t,   d = CBOW_DECAY = 0.99,   so h_t = sum_k (1 - d) d^(t - k) E x_k
+
+    still a bag of the characters read (nothing mixes one with another, no weight depends on content),
+    of the last ~1 / (1 - d) = 100 (the unroll) with geometric recency weights that sum to at most one:
+    |h| <= max|E x| at every depth and whatever the stream's length. The (1 - d) only rescales E (the
+    same functions as the leaking sum). After predict's 1,000-character warm-up a stream keeps
+    d^1000 = 4e-5 of what came before, as the parallel scoring assumes.
+    """
+
+    state_names = ("h",)
+
+    def __init__(self, d_in: int, size: int, squash: bool):
+        super().__init__()
+        self.squash = squash
+        self.embed = nn.Linear(d_in, size, bias=False)  # E
+
+    @staticmethod
+    def n_params(d_in: int, size: int, squash: bool) -> int:
+        return d_in * size
+
+    def forward(self, x, state, fused=True):
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        (h,) = state
+        writes = self.embed(x) if self.squash else (1.0 - CBOW_DECAY) * self.embed(x)  # (B, T, H)
+        hs = []
+        for w_t in writes.unbind(1):
+            h = torch.tanh(h + w_t) if self.squash else torch.add(w_t, h, alpha=CBOW_DECAY)  # d h + (1 - d) E x
+            hs.append(h)
+        out = torch.stack(hs, 1)
+        return out, (h,), {"h": out} if keep else {}
+
+
+class ProtoLSTMLayer(nn.Module):
+    """The notes' prototype LSTM (`proto-lstm`) and pseudo-LSTM (`pseudo-lstm`): one state s, traced as `c`.
+
+        read   = s_{t-1}                        (prototype)   or tanh(s_{t-1})   (pseudo)
+        i f o  = sigm(W_g read + U_g x + b_g)   (the notes' three gates, each its own W, U, b)
+        ctilde = tanh(W (o * read) + U x + b)   (the candidate write reads the state through the read gate o)
+        c      = f * s_{t-1} + i * ctilde
+        h      = tanh(c)                        (what the next layer and the softmax read)
+
+    The state is unbounded (only f <= 1 restrains it) in both. The prototype reads it raw, which is the
+    notes' case for the GRU and the pseudo-LSTM ("the state [can] quickly become large and chaotic"):
+    under the papers' recipe its gates saturate within a few updates and the state then grows by one a
+    step. The notes give the pseudo-LSTM's output as tanh(s_t) and leave the prototype's open; both
+    output tanh(c) here, so the logits stay bounded (the raw state as output makes the loss diverge
+    within three updates in every seed and learning rate tried) and the pseudo-LSTM's step is exactly
+    "read the state through tanh". The state carried is (h, c) like the LSTM's, so every layer's state
+    starts with the output h the layer above reads; the recurrence itself reads c alone.
+    """
+
+    state_names = ("h", "c")
+
+    def __init__(self, d_in: int, size: int, squash: bool):
+        super().__init__()
+        self.size, self.squash = size, squash
+        self.from_x = nn.Linear(d_in, 4 * size)  # U_i, U_f, U_o, U and b_i, b_f, b_o, b
+        self.gates_h = nn.Linear(size, 3 * size, bias=False)  # W_i, W_f, W_o
+        self.content_h = nn.Linear(size, size, bias=False)  # W
+
+    @staticmethod
+    def n_params(d_in: int, size: int, squash: bool) -> int:
+        return 4 * size * (d_in + 1) + 4 * size * size
+
+    def forward(self, x, state, fused=True):
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        H = self.size
+        xw = self.from_x(x)  # (B, T, 4H)
+        h, c = state  # the recurrence reads c alone; h is returned as it came when there are no steps
+        w_g, w_c = self.gates_h.weight.t(), self.content_h.weight.t()
+        read = torch.tanh(c) if self.squash else c
+        names = ("i", "f", "o", "ctilde", "c", "h")
+        steps = {k: [] for k in names}
+        for xw_t in xw.unbind(1):
+            g = torch.sigmoid(torch.addmm(xw_t[:, : 3 * H], read, w_g))
+            i, f, o = g[:, :H], g[:, H : 2 * H], g[:, 2 * H :]
+            ctilde = torch.tanh(torch.addmm(xw_t[:, 3 * H :], o * read, w_c))
+            c = f * c + i * ctilde
+            h = torch.tanh(c)
+            read = h if self.squash else c
+            steps["h"].append(h)
+            if keep:
+                for k, v in zip(names[:5], (i, f, o, ctilde, c)):
+                    steps[k].append(v)
+        out = torch.stack(steps["h"], 1)  # (B, T, H)
+        cache = {k: (out if k == "h" else torch.stack(steps[k], 1)) for k in names} if keep else {}
+        return out, (h, c), cache
+
+
+class PaperGRULayer(nn.Module):
+    """The papers' GRU (Karpathy et al. sec 3.1, char-rnn's GRU.lua, the notes' GRU): the reset acts on the state.
+
+        r, z   = sigm(W_r x + b_ir + U_r h + b_hr), sigm(W_z x + b_iz + U_z h + b_hz)
+        htilde = tanh(W_n x + b_in + U_n (r * h) + b_hn)
+        h      = (1 - z) * h + z * htilde
+
+    torch's `gru` computes tanh(W_n x + b_in + r * (U_n h + b_hn)) instead: the same parameters
+    (char-rnn's six biases; 3H(d + H) + 6H in all), another function, and no fused kernel runs this one.
+    """
+
+    state_names = ("h",)
+
+    def __init__(self, d_in: int, size: int):
+        super().__init__()
+        self.size = size
+        self.from_x = nn.Linear(d_in, 3 * size)  # W_r, W_z, W_n and b_ir, b_iz, b_in
+        self.gates_h = nn.Linear(size, 2 * size)  # U_r, U_z and b_hr, b_hz
+        self.content_h = nn.Linear(size, size)  # U_n and b_hn
+
+    @staticmethod
+    def n_params(d_in: int, size: int) -> int:
+        return 3 * size * (d_in + size) + 6 * size
+
+    def forward(self, x, state, fused=True):
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+    def trace(self, x, state, keep=True):
+        H = self.size
+        xw = self.from_x(x)  # (B, T, 3H)
+        (h,) = state
+        w_g, b_g = self.gates_h.weight.t(), self.gates_h.bias
+        w_n, b_n = self.content_h.weight.t(), self.content_h.bias
+        names = ("r", "z", "htilde", "h")
+        steps = {k: [] for k in names}
+        for xw_t in xw.unbind(1):
+            rz = torch.sigmoid(xw_t[:, : 2 * H] + torch.addmm(b_g, h, w_g))
+            reset, z = rz[:, :H], rz[:, H:]
+            htilde = torch.tanh(xw_t[:, 2 * H :] + torch.addmm(b_n, reset * h, w_n))
+            h = h + z * (htilde - h)  # (1 - z) h + z htilde
+            steps["h"].append(h)
+            if keep:
+                for k, v in zip(names[:3], (reset, z, htilde)):
+                    steps[k].append(v)
+        out = torch.stack(steps["h"], 1)
+        cache = {k: (out if k == "h" else torch.stack(steps[k], 1)) for k in names} if keep else {}
+        return out, (h,), cache
+
+
+LAYERS = {  # architecture -> (layer class, its options)
+    "rnn": (ElmanLayer, {}),
+    "gru": (GRULayer, {}),
+    "lstm": (LSTMLayer, {}),
+    "lstm-srnn": (AblatedLSTMLayer, {"output_gate": True, "gates_recurrent": True}),
+    "lstm-srnn-out": (AblatedLSTMLayer, {"output_gate": False, "gates_recurrent": True}),
+    "lstm-srnn-hidden": (AblatedLSTMLayer, {"output_gate": False, "gates_recurrent": False}),
+    "lstm-gates": (ElmanLayer, {}),
+    "cbow": (CBOWLayer, {"squash": False}),
+    "cbow-tanh": (CBOWLayer, {"squash": True}),
+    "proto-lstm": (ProtoLSTMLayer, {"squash": False}),
+    "gru-paper": (PaperGRULayer, {}),
+    "pseudo-lstm": (ProtoLSTMLayer, {"squash": True}),
+}
+
+
 def make_layer(arch: str, d_in: int, size: int) -> nn.Module:
-    if arch in ("rnn", "lstm-gates"):
-        return ElmanLayer(d_in, size)
-    if arch == "gru":
-        return GRULayer(d_in, size)
-    if arch == "lstm":
-        return LSTMLayer(d_in, size)
-    output_gate = arch == "lstm-srnn"
-    gates_recurrent = arch != "lstm-srnn-hidden"
-    return AblatedLSTMLayer(d_in, size, output_gate=output_gate, gates_recurrent=gates_recurrent)
+    cls, options = LAYERS[arch]
+    return cls(d_in, size, **options)
 
 
 def layer_params(arch: str, d_in: int, size: int) -> int:
-    if arch in ("rnn", "lstm-gates"):
-        return ElmanLayer.n_params(d_in, size)
-    if arch == "gru":
-        return GRULayer.n_params(d_in, size)
-    if arch == "lstm":
-        return LSTMLayer.n_params(d_in, size)
-    return AblatedLSTMLayer.n_params(d_in, size, arch == "lstm-srnn", arch != "lstm-srnn-hidden")
+    cls, options = LAYERS[arch]
+    return cls.n_params(d_in, size, **options)
 
 
 def count_params(config: ModelConfig) -> int:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from charlm import ARCHS, ModelConfig, build_model, count_params, matched_size, memory_weights
 from charlm.model import ABLATIONS as LEVY_ABLATIONS
-from charlm.model import budget_of, budget_params
+from charlm.model import CBOW_DECAY, budget_of, budget_params
 from corpora.errors import UserError
 
 V, B, T = 11, 3, 9
@@ -35,7 +35,13 @@ TRACE_KEYS = {
     "lstm-srnn": {"i", "f", "o", "ctilde", "c", "h"},
     "lstm-srnn-out": {"i", "f", "ctilde", "c", "h"},
     "lstm-srnn-hidden": {"i", "f", "ctilde", "c", "h"},
+    "cbow": {"h"},
+    "cbow-tanh": {"h"},
+    "proto-lstm": {"i", "f", "o", "ctilde", "c", "h"},
+    "gru-paper": {"r", "z", "htilde", "h"},
+    "pseudo-lstm": {"i", "f", "o", "ctilde", "c", "h"},
 }
+LADDER = ("cbow", "cbow-tanh", "proto-lstm", "gru-paper", "pseudo-lstm")  # the notes' rungs (seed 004)
 
 
 def make_model(arch, layers=2, size=12, seed=0, scale=None, dtype=torch.float64, vocab=V):
@@ -118,6 +124,46 @@ def reference_layer(arch, layer, x, state):
             h = o * torch.tanh(c)
             keep(i=i, f=f, o=o, ctilde=ctilde, c=c, h=h)
         final = (h, c)
+    elif arch in ("cbow", "cbow-tanh"):  # seed 004: R(s, x) = s + E[x] (here its leaking mean), or tanh(s + E[x])
+        E, d = layer.embed.weight, CBOW_DECAY
+        (h,) = state
+        for t in range(x.shape[1]):
+            h = torch.tanh(h + _lin(x[:, t], E)) if arch == "cbow-tanh" else d * h + (1 - d) * _lin(x[:, t], E)
+            keep(h=h)
+        final = (h,)
+    elif arch in ("proto-lstm", "pseudo-lstm"):  # seed 004, "Prototype LSTM" and "Solution 2: Pseudo-LSTM"
+        H = layer.content_h.weight.shape[0]
+        sl = lambda k: slice(k * H, (k + 1) * H)  # noqa: E731
+        U, b, W = layer.from_x.weight, layer.from_x.bias, layer.gates_h.weight
+        W_i, W_f, W_o, W_s = W[sl(0)], W[sl(1)], W[sl(2)], layer.content_h.weight
+        U_i, U_f, U_o, U_s = U[sl(0)], U[sl(1)], U[sl(2)], U[sl(3)]
+        b_i, b_f, b_o, b_s = b[sl(0)], b[sl(1)], b[sl(2)], b[sl(3)]
+        phi = torch.tanh if arch == "pseudo-lstm" else (lambda s: s)  # the pseudo-LSTM reads phi(s_{t-1})
+        _, s_prev = state  # h_{t-1} = phi(s_{t-1}) is carried too, but the recurrence reads s alone
+        for t in range(x.shape[1]):
+            xt = x[:, t]
+            i = torch.sigmoid(_lin(phi(s_prev), W_i) + _lin(xt, U_i, b_i))
+            o = torch.sigmoid(_lin(phi(s_prev), W_o) + _lin(xt, U_o, b_o))
+            f = torch.sigmoid(_lin(phi(s_prev), W_f) + _lin(xt, U_f, b_f))
+            s_tilde = torch.tanh(_lin(o * phi(s_prev), W_s) + _lin(xt, U_s, b_s))
+            s_prev = f * s_prev + i * s_tilde
+            keep(i=i, f=f, o=o, ctilde=s_tilde, c=s_prev, h=torch.tanh(s_prev))  # rnn_out = phi(s_t) in both
+        final = (torch.tanh(s_prev), s_prev)
+    elif arch == "gru-paper":  # Karpathy et al. sec 3.1 (char-rnn's GRU.lua): the reset multiplies h_{t-1}
+        H = layer.content_h.weight.shape[0]
+        sl = lambda k: slice(k * H, (k + 1) * H)  # noqa: E731
+        Wx, bx, Wh, bh = layer.from_x.weight, layer.from_x.bias, layer.gates_h.weight, layer.gates_h.bias
+        (h,) = state
+        for t in range(x.shape[1]):
+            xt = x[:, t]
+            reset = torch.sigmoid(_lin(xt, Wx[sl(0)], bx[sl(0)]) + _lin(h, Wh[sl(0)], bh[sl(0)]))
+            z = torch.sigmoid(_lin(xt, Wx[sl(1)], bx[sl(1)]) + _lin(h, Wh[sl(1)], bh[sl(1)]))
+            htilde = torch.tanh(
+                _lin(xt, Wx[sl(2)], bx[sl(2)]) + _lin(reset * h, layer.content_h.weight, layer.content_h.bias)
+            )
+            h = (1 - z) * h + z * htilde
+            keep(r=reset, z=z, htilde=htilde, h=h)
+        final = (h,)
     else:  # Levy et al.'s ablations: seed 001 eqs 9, 10 and seed 000 sec 3.1 (-HIDDEN)
         output_gate, recurrent = ABLATION_EQS[arch]
         H = layer.content.weight.shape[0]
@@ -206,7 +252,8 @@ def test_every_trace_matches_the_equations_outputs_and_gradients(arch):
     grads = torch.autograd.grad(_loss(*model.run_with_cache(ids, state)), inputs, allow_unused=True)
     ref_grads = torch.autograd.grad(_loss(*reference_run(model, ids, state)), inputs, allow_unused=True)
     for name, g, rg in zip(names, grads, ref_grads):
-        if arch == "lstm-srnn-hidden" and name.endswith(".h0"):  # nothing reads h_(t-1): no gradient reaches h_0
+        if arch in ("lstm-srnn-hidden", "proto-lstm", "pseudo-lstm") and name.endswith(".h0"):
+            # nothing reads h_(t-1) (the notes' two rungs read their one state s = c): no gradient reaches h_0
             assert g is None and rg is None, name
             continue
         assert g is not None and g.abs().sum() > 0, f"initial state {name} gets no gradient"
@@ -324,6 +371,135 @@ def test_ablations_content_and_gates_depend_on_the_current_input_only_where_the_
 
 
 # ------------------------------------------------------------------------------------------
+# The lecture notes' ladder (seed 004) and the papers' GRU
+
+
+@pytest.mark.parametrize("arch", LADDER)
+def test_ladder_gradients_pass_gradcheck(arch):
+    """Analytic gradients (autograd through the hand-written cells) against finite differences, for every
+    parameter and the initial state, of logits, internals and final state."""
+    model = make_model(arch, layers=2, size=3, scale=0.7, vocab=5)
+    ids = random_ids(batch=2, steps=5, vocab=5)
+    state = random_state(model, batch=2)
+    initial = [t.requires_grad_() for s in state for t in s]
+    params = list(model.parameters())
+
+    def everything(*_inputs):  # gradcheck perturbs these very tensors in place; the model reads them
+        logits, cache, finals = model.run_with_cache(ids, state)
+        return (logits, *cache.values(), *(t for s in finals for t in s))
+
+    assert torch.autograd.gradcheck(everything, (*params, *initial), eps=1e-6, atol=1e-7, rtol=1e-5)
+
+
+def test_cbow_is_a_leaking_mean_of_the_embeddings_and_stays_bounded_on_long_streams():
+    """Reading one character T times, the notes' sum s_t = s_{t-1} + E[x] reaches T E[x]; our leaking mean
+    reaches E[x] (1 - d^T), d = CBOW_DECAY, and no stream of any length takes a layer past max|E x|."""
+    model = make_model("cbow", layers=1, size=8, scale=1.0)
+    h = model.trace(torch.full((2, 100), 3))["layers.0.h"]  # (B, T, H)
+    steps = torch.arange(1, 101, dtype=torch.float64)[:, None]
+    _close(h[0], model.layers[0].embed.weight[:, 3] * (1 - CBOW_DECAY**steps))
+    # Gradients through a 100-step unroll shrink by exactly d^100 (= 0.37): they neither explode nor vanish.
+    h0 = torch.zeros(1, 8, dtype=torch.float64, requires_grad=True)
+    top = model.run_with_cache(random_ids(batch=1, steps=100), [(h0,)])[1]["layers.0.h"]
+    (grad,) = torch.autograd.grad(top[0, -1].sum(), h0)
+    _close(grad, torch.full_like(grad, CBOW_DECAY**100))
+    # 20,000 characters carried across 100-step windows in float32, as trained: finite and within the bound.
+    torch.manual_seed(0)
+    model = build_model(ModelConfig("cbow", V, 2, 16))
+    with torch.no_grad():
+        model.layers[0].embed.weight.uniform_(0.5, 1.0)  # every embedding positive: the notes' sum would drift
+    bound = model.layers[0].embed.weight.max()
+    state, stream = None, random_ids(batch=4, steps=20_000)
+    with torch.no_grad():
+        for start in range(0, stream.shape[1], 100):
+            logits, state = model.forward_with_state(stream[:, start : start + 100], state)
+            assert torch.isfinite(logits).all() and state[0][0].abs().max() <= bound
+    assert state[0][0].min() > 0.5  # the bound was really approached: the sum would be past 10,000 by now
+
+
+def test_cbow_state_is_the_recency_weighted_bag_of_the_embeddings():
+    """h_T = sum_t (1 - d) d^(T - t) E[x_t]: which characters were read and how long ago, nothing else (no
+    weight depends on content, nothing mixes one character with another); from a zero state."""
+    model = make_model("cbow", layers=1, scale=0.8)
+    ids = random_ids(batch=1, steps=12)
+    h = model.trace(ids)["layers.0.h"][0, -1]
+    weights = (1 - CBOW_DECAY) * CBOW_DECAY ** torch.arange(11, -1, -1, dtype=torch.float64)  # on character t
+    _close(h, (weights[:, None] * model.layers[0].embed.weight.t()[ids[0]]).sum(0))
+
+
+def _copy_torch_gru_into_paper_form(gru_model, paper_model):
+    """Give the papers' GRU torch's GRU weights; torch's update gate weighs the old state, ours the candidate,
+    so its weights are negated (sigmoid(-a) = 1 - sigmoid(a))."""
+    H = gru_model.config.size
+    flip = torch.ones(3 * H, 1, dtype=torch.float64)
+    flip[H : 2 * H] = -1
+    with torch.no_grad():
+        for src, dst in zip(gru_model.layers, paper_model.layers):
+            r = src.rnn
+            dst.from_x.weight.copy_(r.weight_ih_l0 * flip)
+            dst.from_x.bias.copy_(r.bias_ih_l0 * flip[:, 0])
+            dst.gates_h.weight.copy_(r.weight_hh_l0[: 2 * H] * flip[: 2 * H])
+            dst.gates_h.bias.copy_(r.bias_hh_l0[: 2 * H] * flip[: 2 * H, 0])
+            dst.content_h.weight.copy_(r.weight_hh_l0[2 * H :])
+            dst.content_h.bias.copy_(r.bias_hh_l0[2 * H :])
+        paper_model.head.load_state_dict(gru_model.head.state_dict())
+
+
+def test_gru_paper_resets_the_state_before_the_product_where_torch_resets_after():
+    """Same weights: tanh(W x + U (r h) + b_hn) (the papers') and tanh(W x + r (U h + b_hn)) (torch) agree when
+    the reset gate is open (r = 1) and differ when it is not."""
+    torch_gru, paper = make_model("gru", layers=2, scale=0.8), make_model("gru-paper", layers=2)
+    _copy_torch_gru_into_paper_form(torch_gru, paper)
+    ids, state = random_ids(), random_state(torch_gru)
+    assert (paper(ids) - torch_gru(ids)).abs().max() > 1e-2
+    H = torch_gru.config.size
+    with torch.no_grad():
+        for src, dst in zip(torch_gru.layers, paper.layers):
+            src.rnn.bias_ih_l0[:H] += 60.0  # r = sigmoid(> 55) = 1 in float64
+            dst.from_x.bias[:H] += 60.0
+    assert paper.trace(ids, state)["layers.0.r"].min() == 1.0
+    _close(paper.forward_with_state(ids, state)[0], torch_gru.forward_with_state(ids, state)[0])
+    paper_trace, torch_trace = paper.trace(ids, state), torch_gru.trace(ids, state)
+    for name in torch_trace:  # z traced the papers' way in both
+        _close(paper_trace[name], torch_trace[name])
+
+
+@pytest.mark.parametrize("arch", ["proto-lstm", "pseudo-lstm"])
+def test_prototype_and_pseudo_lstm_outputs_and_what_they_read(arch):
+    """Both output tanh(c); the prototype reads c itself, the pseudo-LSTM tanh(c)."""
+    model = make_model(arch, layers=1, scale=0.9)
+    ids, state = random_ids(), random_state(model)
+    cache = model.trace(ids, state)
+    c, h, o, ctilde = (cache[f"layers.0.{k}"] for k in ("c", "h", "o", "ctilde"))
+    phi = torch.tanh if arch == "pseudo-lstm" else (lambda s: s)
+    _close(h, torch.tanh(c))
+    # The candidate reads the gated (squashed) previous state: ctilde = tanh(W (o * phi(c_prev)) + U x + b).
+    layer, H = model.layers[0], model.config.size
+    c_prev = torch.cat([state[0][1][:, None], c[:, :-1]], 1)
+    x = F.one_hot(ids, V).double()
+    expected = torch.tanh(
+        _lin(o * phi(c_prev), layer.content_h.weight)
+        + _lin(x, layer.from_x.weight[3 * H :], layer.from_x.bias[3 * H :])
+    )
+    _close(ctilde, expected)
+
+
+@pytest.mark.parametrize("arch", ["proto-lstm", "pseudo-lstm"])
+def test_an_unbounded_state_runs_away_but_the_output_stays_bounded(arch):
+    """The notes' warning: with forget and write saturated open and a candidate of one, s_t = s_{t-1} + 1 without
+    end; what the head reads, tanh(s), stays in [-1, 1], so the logits cannot run away with it."""
+    model = make_model(arch, layers=1)
+    H = model.config.size
+    with torch.no_grad():
+        model.layers[0].from_x.bias[: 2 * H] = 200.0  # i = f = 1 (past any W c: |W c| <= 12 * 0.08 * 50)
+        model.layers[0].from_x.bias[3 * H :] = 200.0  # ctilde = 1
+    state = random_state(model)
+    logits, cache, finals = model.run_with_cache(random_ids(steps=50), state)
+    _close(cache["layers.0.c"][:, -1], state[0][1] + 50)
+    assert cache["layers.0.h"].abs().max() <= 1 and logits.abs().max() <= model.head.weight.abs().sum(1).max() + 1
+
+
+# ------------------------------------------------------------------------------------------
 # Levy et al. eq. 8: the memory cell as an element-wise weighted sum
 
 
@@ -341,7 +517,7 @@ def test_memory_weights_formula():
             _close(w[:, j, t], expected if j <= t else torch.zeros_like(expected))
 
 
-@pytest.mark.parametrize("arch", LSTM_FAMILY)
+@pytest.mark.parametrize("arch", LSTM_FAMILY + ("proto-lstm", "pseudo-lstm"))
 def test_weighted_sum_identity_lstm_family(arch):
     model = make_model(arch, layers=2, scale=0.8)
     cache = model.trace(random_ids(seed=4))  # zero initial state
@@ -354,8 +530,9 @@ def test_weighted_sum_identity_lstm_family(arch):
         assert (w[:, later] == 0).all()
 
 
-def test_weighted_average_identity_gru():
-    model = make_model("gru", layers=2, scale=0.8)
+@pytest.mark.parametrize("arch", ["gru", "gru-paper"])
+def test_weighted_average_identity_gru(arch):
+    model = make_model(arch, layers=2, scale=0.8)
     cache = model.trace(random_ids(seed=6))
     for l in range(2):
         z, htilde, h = (cache[f"layers.{l}.{k}"] for k in ("z", "htilde", "h"))
@@ -413,6 +590,23 @@ def test_every_paper_grid_model_is_within_the_nearest_width_of_its_budget():
     assert seen == 2 * 3 * 3 * 4
 
 
+def test_every_ladder_model_is_within_the_nearest_width_of_its_budget():
+    """The notes' rungs are sized to the row's count like the RNN and GRU (Karpathy et al. sec 4.1), every row,
+    depth and corpus; the papers' GRU has torch's GRU's count (char-rnn's six biases), so its width."""
+    for vocab in (87, 99):
+        for arch in LADDER:
+            for layers in (1, 2, 3):
+                for budget in (64, 128, 256, 512):
+                    target = budget_params(budget, vocab)
+                    width = matched_size(arch, budget, vocab, layers)
+                    gap = lambda h, a=arch, v=vocab, n=layers, t=target: abs(count_params(ModelConfig(a, v, n, h)) - t)
+                    assert gap(width) <= gap(width - 1) and gap(width) <= gap(width + 1), (arch, layers, budget)
+                    assert gap(width) / target < 0.02, (vocab, arch, layers, budget, width)
+                    assert budget_of(arch, width, layers, vocab) == budget
+                    if arch == "gru-paper":
+                        assert width == matched_size("gru", budget, vocab, layers)
+
+
 @pytest.mark.parametrize("layers", [1, 2, 3])
 def test_deeper_models_of_a_row_are_narrower_and_ablations_keep_the_lstms_width(layers):
     widths = {arch: matched_size(arch, 128, 87, layers) for arch in ("lstm", "rnn", "gru")}
@@ -421,6 +615,20 @@ def test_deeper_models_of_a_row_are_narrower_and_ablations_keep_the_lstms_width(
     for arch in LEVY_ABLATIONS:  # - S-RNN, - S-RNN - OUT, - S-RNN - HIDDEN and - GATES
         assert matched_size(arch, 128, 87, layers) == widths["lstm"]  # Levy et al. sec 3.2
         assert budget_of(arch, widths["lstm"], layers, 87) == 128
+    ladder = {arch: matched_size(arch, 128, 87, layers) for arch in LADDER}
+    assert ladder["cbow"] == ladder["cbow-tanh"] > widths["rnn"]  # no recurrent weights: widest of all
+    assert ladder["gru-paper"] == widths["gru"]
+    assert ladder["proto-lstm"] == ladder["pseudo-lstm"]
+    assert widths["lstm"] <= ladder["proto-lstm"] < widths["gru"]  # the LSTM's weights, half its biases
+
+
+def test_an_unknown_architecture_error_lists_every_architecture():
+    with pytest.raises(UserError) as err:
+        ModelConfig("gru_paper", V)
+    assert "unknown architecture 'gru_paper'" in str(err.value)
+    for arch in ARCHS:
+        assert f"{arch}," in str(err.value) or str(err.value).endswith(arch), arch
+    assert set(LADDER) <= set(ARCHS)
 
 
 @pytest.mark.parametrize(
@@ -461,6 +669,18 @@ def test_trace_equals_the_training_forward(arch):
     # The traced top-layer h is what the head reads.
     top = cache["layers.1.h"]
     torch.testing.assert_close(model.head(top), model(ids), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_state_starts_with_the_output_h_and_carries_the_cell_c(arch):
+    """The State convention code outside the model relies on (charlm.gradients reads h from state[0])."""
+    model = make_model(arch, layers=2, scale=0.6)
+    _, cache, finals = model.run_with_cache(random_ids(), random_state(model))
+    for l, (layer, final) in enumerate(zip(model.layers, finals)):
+        assert layer.state_names[0] == "h" and set(layer.state_names) <= {"h", "c"}
+        _close(final[0], cache[f"layers.{l}.h"][:, -1])
+        if "c" in layer.state_names:
+            _close(final[1], cache[f"layers.{l}.c"][:, -1])
 
 
 @pytest.mark.parametrize("arch", ARCHS)

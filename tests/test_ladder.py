@@ -1,0 +1,178 @@
+"""The ladder analysis on hand-made models whose cross-entropies are set, with stand-ins for the vanishing ratio
+and the brace advantage (analyses/vanishing.py and analyses/brace_distance.py are other modules' work)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import fake_corpus_file, fake_neural_model, make_text
+
+from analyses import common, ladder
+from analyses.context import Context, MissingInput, model_index
+from charlm.checkpoint import load_checkpoint
+from charlm.model import matched_size
+from corpora import run_cli
+
+BUDGET = 8  # a tiny budget row: every rung sized to a 1-layer LSTM of width 8
+CE = {"cbow": 2.4, "cbow-tanh": 2.3, "rnn": 1.8, "proto-lstm": 1.7, "gru-paper": 1.5, "gru": 1.55, "pseudo-lstm": 1.6}
+LSTM_SEEDS = (1.3, 1.5)  # mean 1.4, seed std 0.1414
+RATIO = {"cbow": 0.6, "cbow-tanh": 1e-3, "rnn": 1e-6, "proto-lstm": 0.1, "gru-paper": 0.2, "gru": 0.25,
+         "pseudo-lstm": 0.3, "lstm": 0.5}  # fmt: skip
+BRACE = {"cbow": -0.2, "cbow-tanh": -0.15, "rnn": -0.05, "proto-lstm": 0.0, "gru-paper": 0.1, "gru": 0.1,
+         "pseudo-lstm": 0.05, "lstm": 0.2}  # fmt: skip
+
+
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Fake analyses.vanishing and analyses.brace_distance modules with the agreed functions; records the calls."""
+    calls = []
+
+    def vanishing_ratio(ctx, row, snapshot=None):
+        calls.append(("vanishing", row["arch"], int(row["seed"]), snapshot))
+        return RATIO[row["arch"]] * (4.0 if row["seed"] == 1 else 1.0)
+
+    def brace_advantage(ctx, row):
+        calls.append(("brace", row["arch"], row["corpus"]))
+        return BRACE[row["arch"]] + (0.1 if row["seed"] == 1 else 0.0)
+
+    for name, fn in (("vanishing", vanishing_ratio), ("brace_distance", brace_advantage)):
+        module = types.ModuleType(f"analyses.{name}")
+        setattr(module, fn.__name__, fn)
+        monkeypatch.setitem(sys.modules, f"analyses.{name}", module)
+    return calls
+
+
+def code_corpus(tmp_path):
+    """A text with a closing brace every few lines, so every split has some."""
+    import corpora
+
+    words = make_text(8000, seed=3).decode().split("\n")
+    lines = [f"int f{k}(void) {{ {w} }}" if k % 3 == 0 else w for k, w in enumerate(words)]
+    path = tmp_path / "code.txt"
+    path.write_bytes("\n".join(lines).encode()[:8000])
+    return corpora.load(str(path))
+
+
+def train_ladder(corpus, rungs=tuple(CE), lstm_seeds=LSTM_SEEDS):
+    T = corpus.split("test").size - 1
+    V = corpus.vocab_size
+    for arch in rungs:
+        fake_neural_model(corpus, nll=np.full(T, CE[arch]), arch=arch, size=matched_size(arch, BUDGET, V, 1))
+    for seed, ce in enumerate(lstm_seeds):
+        fake_neural_model(corpus, nll=np.full(T, ce), arch="lstm", size=matched_size("lstm", BUDGET, V, 1), seed=seed)
+
+
+def _ctx(**settings) -> Context:
+    fixed = {"budget": BUDGET, "min_braces": 5, "excerpt_chars": 40}
+    return Context(model_index(), common.settings(ladder, None, {**fixed, **settings}))
+
+
+def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_path, artifacts, stand_ins):
+    prose, code = fake_corpus_file(tmp_path), code_corpus(tmp_path)
+    assert prose.decode(prose.split("test")).count(b"}") == 0 and code.decode(code.split("test")).count(b"}") >= 5
+    for corpus in (prose, code):
+        train_ladder(corpus, rungs=[a for a in CE if a != "gru"])  # the notes' GRU only
+        T, V = corpus.split("test").size - 1, corpus.vocab_size
+        fake_neural_model(corpus, nll=np.full(T, 0.1), arch="rnn", size=matched_size("rnn", 64, V, 1))  # other row
+        fake_neural_model(corpus, nll=np.full(T, 0.1), arch="rnn", layers=2, size=matched_size("rnn", BUDGET, V, 2))
+    df = ladder.compute(_ctx())
+    for name, sub in df.groupby("corpus"):
+        assert list(sub["rung"]) == ["CBOW", "CBOW-tanh", "Elman", "proto-LSTM", "GRU", "pseudo-LSTM", "LSTM"]
+        assert list(sub["step"]) == list(range(7))
+        by = sub.set_index("arch")
+        for arch, ce in CE.items():
+            if arch != "gru":
+                assert by.loc[arch, "ce_nats"] == pytest.approx(ce, abs=1e-6), arch  # the other row's 0.1 is not here
+        assert by.loc["lstm", "seeds"] == 2 and by.loc["lstm", "ce_nats"] == pytest.approx(1.4, abs=1e-6)
+        assert by.loc["lstm", "seed_std"] == pytest.approx(np.std(LSTM_SEEDS, ddof=1), abs=1e-6)
+        # Gains against the rung each derives from: the GRU and the pseudo-LSTM both fix the prototype.
+        expected = {"cbow-tanh": 0.1, "rnn": 0.5, "proto-lstm": 0.1, "gru-paper": 0.2, "pseudo-lstm": 0.1, "lstm": 0.2}
+        for arch, gain in expected.items():
+            assert by.loc[arch, "gain_nats"] == pytest.approx(gain, abs=1e-6), arch
+        assert np.isnan(by.loc["cbow", "gain_nats"]) and by.loc["pseudo-lstm", "parent"] == "proto-LSTM"
+        assert (by["size"] == [matched_size(a, BUDGET, prose.vocab_size if name == prose.name else code.vocab_size, 1)
+                               for a in by.index]).all()  # fmt: skip
+        # The vanishing ratio of every rung; over the LSTM's two seeds (0.5 and 2.0) their geometric mean, 1.0.
+        assert by.loc["rnn", "vanishing_ratio"] == pytest.approx(1e-6)
+        assert by.loc["lstm", "vanishing_ratio"] == pytest.approx(1.0)
+    braces = df[df["corpus"] == code.name].set_index("arch")
+    assert braces.loc["gru-paper", "brace_advantage"] == pytest.approx(0.1)
+    assert braces.loc["lstm", "brace_advantage"] == pytest.approx(0.25)  # mean of 0.2 and 0.3 over the seeds
+    assert braces.loc["lstm", "brace_gain"] == pytest.approx(0.25 - 0.05)
+    assert df[df["corpus"] == prose.name]["brace_advantage"].isna().all()  # no braces in prose: not measured
+    assert {c[2] for c in stand_ins if c[0] == "brace"} == {code.name}
+    assert all(c[3] is None for c in stand_ins if c[0] == "vanishing")  # the trained (final) models
+    # The memory state's largest value: the top layer's c where there is a cell, else h, from a zero state.
+    by = df[df["corpus"] == code.name].set_index("arch")
+    assert list(by["memory"]) == ["h", "h", "h", "c", "h", "c", "c"] and (by["state_chars"] == 40).all()
+    for arch in ("cbow", "proto-lstm", "lstm"):
+        model = load_checkpoint(next((artifacts / code.artifact_name).glob(f"{arch}-L1-*-s0-*")) / "checkpoint.pt")
+        ids = torch.from_numpy(code.split("test")[:40].astype(np.int64))[None]
+        with torch.no_grad():
+            expected = model.trace(ids)[f"layers.0.{by.loc[arch, 'memory']}"].abs().max().item()
+        assert by.loc[arch, "state_max"] == pytest.approx(expected, rel=1e-6), arch
+
+
+def test_torch_gru_stands_in_for_the_notes_gru_and_missing_rungs_are_named(tmp_path, artifacts, stand_ins):
+    corpus = fake_corpus_file(tmp_path)
+    train_ladder(corpus, rungs=["cbow", "rnn", "gru", "pseudo-lstm"], lstm_seeds=(1.4,))
+    df = ladder.compute(_ctx())
+    assert list(df["arch"]) == ["cbow", "rnn", "gru", "pseudo-lstm", "lstm"]
+    by = df.set_index("arch")
+    assert by.loc["gru", "rung"] == "GRU (torch's form)"
+    assert np.isnan(by.loc["rnn", "gain_nats"]) and np.isnan(by.loc["pseudo-lstm", "gain_nats"])  # parents absent
+    assert by.loc["lstm", "gain_nats"] == pytest.approx(0.2, abs=1e-6)
+    text = ladder.caption(df)
+    assert "Not trained here: CBOW-tanh, proto-LSTM." in text
+    assert "torch's form" in text
+
+
+def test_the_ladder_needs_the_notes_rungs_one_line_and_exit_2(tmp_path, artifacts, stand_ins, capsys):
+    corpus = fake_corpus_file(tmp_path)
+    train_ladder(corpus, rungs=["rnn", "gru"])  # the papers' three types only: no ladder
+    with pytest.raises(MissingInput, match="python -m charlm.train --corpus fake --arch ARCH") as err:
+        ladder.compute(_ctx())
+    width = matched_size("cbow", BUDGET, corpus.vocab_size, 1)
+    assert "\n" not in str(err.value) and f"cbow {width}," in str(err.value)  # the widths of this corpus's row
+    assert run_cli(ladder.main, ["--corpus", corpus.source, "--set", f"budget={BUDGET}"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "the ladder needs the notes' rungs" in lines[0]
+    # A budget row with no model at all is the same sentence.
+    assert run_cli(ladder.main, ["--corpus", corpus.source, "--set", "budget=512"]) == 2
+
+
+def test_the_views_read_everything_from_the_cached_table(tmp_path, artifacts, stand_ins):
+    import matplotlib.pyplot as plt
+
+    prose, code = fake_corpus_file(tmp_path), code_corpus(tmp_path)
+    for corpus in (prose, code):
+        train_ladder(corpus, rungs=[a for a in CE if a != "gru"])
+    path = tmp_path / "ladder.csv"
+    common.save_table(ladder.compute(_ctx()), path)
+    df = pd.read_csv(path)  # what the report re-reads
+    fig = ladder.plot(df)
+    assert [ax.get_ylabel() for ax in fig.axes] == [label for _, label, _ in ladder.PANELS]
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()][4] == "GRU"
+    assert len(fig.axes[0].lines) == 2 * (1 + 6)  # per corpus: its points, and a segment to each rung from its parent
+    plt.close(fig)
+    fig = ladder.plot(df[df["corpus"] == prose.name])  # no braces anywhere: no brace panel
+    assert len(fig.axes) == 3
+    plt.close(fig)
+    text = ladder.caption(df)
+    assert "CBOW 2.400 -> CBOW-tanh 2.300 -> Elman 1.800" in text
+    assert "The largest step is recurrent weights (Elman, +0.500)" in text
+    assert "Brace advantage over the 20-gram" in text and "Not trained here" not in text
+    line = ladder.summary(df)
+    assert "\n" not in line and f"{prose.name}: CBOW 2.40 -> LSTM 1.40 nats/char" in line
+    assert all(isinstance(n, str) for n in ladder.notes(df))
