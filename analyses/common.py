@@ -9,7 +9,8 @@ An analysis is one module `analyses/<name>.py` that defines
 
 and optionally NEEDS (analyses.context.Needs), SETTINGS (defaults, overridable by the profile's
 [analysis.<name>] table and `--set key=value`), PAPER_SOURCE with paper_table() or with_paper(df),
-notes(df) -> list[str] and summary(df) -> str (its line in the report's findings). Its CLI is
+report_table(df) (what the report shows, when not the whole table), notes(df) -> list[str] and
+summary(df) -> str (its line in the report's findings). Its CLI is
 
     if __name__ == "__main__":
         sys.exit(run_cli(main))      with  main = analysis_main(__name__)
@@ -63,6 +64,12 @@ def load_analysis(name: str) -> ModuleType:
     return module
 
 
+def analysis_name(module: ModuleType) -> str:
+    """`cross_entropy` for analyses.cross_entropy, also when it runs as `python -m` (then __name__ is __main__)."""
+    spec = getattr(module, "__spec__", None)
+    return (spec.name if spec is not None else module.__name__).rsplit(".", 1)[-1]
+
+
 def needs(module: ModuleType) -> Needs:
     return getattr(module, "NEEDS", Needs())
 
@@ -73,7 +80,7 @@ def settings(module: ModuleType, profile_settings: dict | None = None, overrides
     merged = {**defaults, **(profile_settings or {}), **(overrides or {})}
     unknown = sorted(set(merged) - set(defaults))
     if unknown:
-        name = module.__name__.rsplit(".", 1)[-1]
+        name = analysis_name(module)
         known = ", ".join(sorted(defaults)) or "none"
         raise UserError(f"analysis '{name}' has no setting {', '.join(unknown)} (its settings: {known})")
     return merged
@@ -149,6 +156,13 @@ def save_table(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def read_table(path: Path) -> pd.DataFrame:
+    """A table written by save_table; ids and hashes stay strings (a hash like "1e5432" would parse as a float)."""
+    header = pd.read_csv(path, nrows=0).columns
+    text = [c for c in header if c.endswith("_id") or c in ("digest", "recipe", "variant", "group")]
+    return pd.read_csv(path, dtype={c: str for c in text})
+
+
 def save_figure(fig, path: Path) -> Path:
     """PNG at print resolution, written atomically."""
     with atomic.atomic_path(path) as tmp:
@@ -176,7 +190,7 @@ def _parse_setting(text: str) -> tuple[str, object]:
 
 def analysis_parser(module: ModuleType) -> argparse.ArgumentParser:
     """The common CLI of an analysis: which corpora and models, settings, where the table and figure go."""
-    name = module.__name__.rsplit(".", 1)[-1]
+    name = analysis_name(module)
     doc = (module.__doc__ or module.TITLE).strip().split("\n\n")[0]
     defaults = getattr(module, "SETTINGS", {})
     epilog = "settings (--set KEY=VALUE): " + ", ".join(f"{k}={v!r}" for k, v in defaults.items()) if defaults else None
@@ -234,7 +248,7 @@ def run_module(module: ModuleType, ctx: Context) -> pd.DataFrame:
     if wanted:
         present = {str(c) for c in ctx.index["corpus"].unique()}
         if not present & set(wanted):
-            name = module.__name__.rsplit(".", 1)[-1]
+            name = analysis_name(module)
             raise MissingInput(
                 f"{name} needs models trained on the {' or '.join(wanted)} corpus: "
                 f"run `python -m reports --profile quick` (or charlm.train --corpus {wanted[0]})"
@@ -254,7 +268,8 @@ def analysis_main(module_name: str):
         if hasattr(module, "prepare"):
             module.prepare(args)  # e.g. build missing baselines first
         overrides = dict(_parse_setting(s) for s in args.settings)
-        ctx = Context(index_for_args(args), settings(module, None, overrides), repair=False, progress=True)
+        analysis_settings = settings(module, None, overrides)
+        ctx = Context(index_for_args(args), analysis_settings, repair=False, progress=True, artifacts=args.artifacts)
         emit(run_module(module, ctx), module, args)
         return 0
 

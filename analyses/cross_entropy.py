@@ -21,7 +21,8 @@ from .context import Context
 
 TITLE = "Test cross-entropy of every model"
 QUESTION = "How do the RNN, GRU and LSTM compare at equal parameter budgets and depths?"
-ARCHS = ("rnn", "gru", "lstm")
+ARCHS = ("rnn", "gru", "gru-paper", "lstm")  # gru-paper: the papers' GRU (reset before the recurrent product)
+PAPER_ARCH = {"gru-paper": "gru"}  # Fig 1's GRU is the papers' form; torch's `gru` is compared with it too
 SETTINGS = {"split": "test", "resamples": 100}  # split scored; bootstrap resamples of positions (Fig 1: 100)
 PAPER_SOURCE = "Karpathy et al. (2016), Fig. 1 left (test cross-entropy, nats/char, bootstrap std < 4e-3)"
 
@@ -79,8 +80,10 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
     ours = df.groupby(["corpus", "arch", "layers", "budget", "group_id"], as_index=False, dropna=False).agg(
         params=("params", "first"), ce_nats=("ce_nats", "mean"), ce_std=("ce_std", "mean"), seeds=("seed", "count")
     )
-    merged = ours.merge(paper_table(), on=["corpus", "arch", "layers", "budget"], how="left")
-    return merged.drop(columns="group_id")
+    ours["paper_arch"] = ours["arch"].replace(PAPER_ARCH)
+    paper = paper_table().rename(columns={"arch": "paper_arch"})
+    merged = ours.merge(paper, on=["corpus", "paper_arch", "layers", "budget"], how="left")
+    return merged.drop(columns=["group_id", "paper_arch"])
 
 
 def plot(df: pd.DataFrame):
@@ -125,7 +128,8 @@ def summary(df: pd.DataFrame) -> str:
     paper = paper_table()
     items = []
     for _, r in best.iterrows():
-        match = paper[(paper["corpus"] == r["corpus"]) & (paper["arch"] == r["arch"]) & (paper["layers"] == r["layers"])
+        arch = PAPER_ARCH.get(r["arch"], r["arch"])
+        match = paper[(paper["corpus"] == r["corpus"]) & (paper["arch"] == arch) & (paper["layers"] == r["layers"])
                       & (paper["budget"] == r["budget"])]  # fmt: skip
         theirs = f" (paper, same cell: {match['paper_ce_nats'].iloc[0]:.3f})" if not match.empty else ""
         items.append(f"{r['corpus']}: best {r['arch'].upper()} L{int(r['layers'])} {r['ce_nats']:.3f} nats{theirs}")

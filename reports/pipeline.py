@@ -281,13 +281,16 @@ def section(result: dict) -> Section:
     base = {"name": result["name"], "title": module.TITLE, "question": module.QUESTION}
     if "missing" in result:
         return Section(**base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None)
-    df = pd.read_csv(result["table"])
+    df = common.read_table(Path(result["table"]))
     paper = None
-    if hasattr(module, "with_paper"):
+    if hasattr(module, "report_table"):
+        table = module.report_table(df)
+    elif hasattr(module, "with_paper"):
         table = module.with_paper(df)
     else:
         table = df
-        paper = module.paper_table() if hasattr(module, "paper_table") else None
+    if not hasattr(module, "with_paper") and hasattr(module, "paper_table"):
+        paper = module.paper_table()
     return Section(
         **base, caption=module.caption(df), table=table, figure=result["figure"], paper_table=paper,
         paper_source=getattr(module, "PAPER_SOURCE", ""), notes=module.notes(df) if hasattr(module, "notes") else [],

@@ -139,6 +139,23 @@ def test_the_cache_key_covers_every_module_whose_code_changes_the_numbers():
     assert "analyses/ablations.py" not in files  # another analysis's code does not invalidate this one
 
 
+def test_tables_read_back_keep_ids_and_hashes_as_strings(tmp_path):
+    df = pd.DataFrame({"model_id": ["lstm-L1-H8-s0-1e5432"], "group_id": ["1e5432"], "ce_nats": [1.5]})
+    back = common.read_table(common.save_table(df, tmp_path / "t.csv"))
+    assert back["group_id"].iloc[0] == "1e5432" and back["ce_nats"].iloc[0] == 1.5
+
+
+def test_the_cli_names_itself_when_run_as_a_module():
+    import subprocess
+
+    from conftest import REPO, cli_env
+
+    proc = subprocess.run([sys.executable, "-m", "analyses.cross_entropy", "--help"], cwd=REPO, env=cli_env(),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: python -m analyses.cross_entropy")
+    assert "resamples=100" in proc.stdout  # the settings are listed
+
+
 def test_unknown_settings_are_one_clear_error():
     with pytest.raises(UserError, match="has no setting nope"):
         common.settings(cross_entropy, {"nope": 1})
