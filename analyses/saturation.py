@@ -56,7 +56,7 @@ MULTIPLE = 2  # "multiple" integrators: at least two per model
 SETTINGS = {
     "split": "test",  # the paper measures on test data
     "start": 1000,  # where the excerpt starts in the split (characters)
-    "length": 5000,  # excerpt length: fractions over 5,000 steps resolve 0.1 % of the time
+    "length": 5000,  # excerpt length (characters; the paper used its whole test set)
     "warmup": 1000,  # characters read before the excerpt to warm the state up (from zero at their start)
     "archs": list(GATED),  # architectures to measure; a gateless one is an error
 }
@@ -87,6 +87,9 @@ def _measure(ctx: Context, row: pd.Series) -> dict[str, np.ndarray]:
     """Per layer and gate, the left / right fractions of every cell; cached by checkpoint and excerpt."""
     s = ctx.settings
     excerpt = {k: s[k] for k in ("split", "start", "length", "warmup")}
+    for key in ("start", "length", "warmup"):
+        if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] < 0:
+            raise UserError(f"saturation: {key} must be a non-negative integer, got {s[key]!r}")
 
     def compute() -> dict[str, np.ndarray]:
         trace = ctx.trace(row, s["split"], s["start"], s["length"], warmup=s["warmup"])

@@ -53,8 +53,6 @@ WITH_CELL = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru")  #
 WITHOUT_CELL = ("rnn", "lstm-gates")  # the Elman S-RNN: no gates, no weighted sum
 LABELS = {"lstm": "LSTM", "gru": "GRU", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
           "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN"}  # fmt: skip
-# per architecture: traced (write gate, keep gate, content, state); the GRU keeps 1 - z of its old state
-PARTS = {"gru": ("z", None, "htilde", "h")} | {a: ("i", "f", "ctilde", "c") for a in WITH_CELL if a != "gru"}
 
 TOLERANCE = 1e-4  # the identity "holds" when the max abs error is below this times max(1, max |state|) (float32)
 DIAGONAL_ALWAYS = 0.99  # "always the largest": the diagonal wins at 99 % of steps at least
@@ -108,10 +106,13 @@ def weight_rms(w: np.ndarray) -> np.ndarray:
     return np.sqrt((w**2).mean(-1))
 
 
-def _cell_parts(arch: str, trace: dict, layer: int):
-    write, keep, content, state = PARTS[arch]
-    get = lambda name: trace[f"layers.{layer}.{name}"]  # noqa: E731
-    return get(write), (1.0 - get(write).astype(np.float64)) if keep is None else get(keep), get(content), get(state)
+def _cell_parts(arch: str, trace: dict, layer: int) -> tuple[np.ndarray, ...]:
+    """(write, keep, content, state) of a traced layer, float64: i, f, ctilde, c (LSTM family); z, 1 - z, htilde, h."""
+    get = lambda name: trace[f"layers.{layer}.{name}"].astype(np.float64)  # noqa: E731
+    if arch == "gru":
+        z = get("z")
+        return z, 1.0 - z, get("htilde"), get("h")
+    return get("i"), get("f"), get("ctilde"), get("c")
 
 
 def sentence_start(text: bytes, length: int) -> int:
@@ -197,7 +198,7 @@ def _measure(ctx: Context, row: pd.Series, s: dict) -> dict[str, np.ndarray]:
         out = {"sentence": excerpt[p : p + s["sentence_length"]].astype(np.int64),
                "retention_ids": excerpt[: s["length"] - s["lags"]].astype(np.int64)}  # fmt: skip
         for layer in range(int(row["layers"])):
-            write, keep, content, state = (np.asarray(a, np.float64) for a in _cell_parts(row["arch"], trace, layer))
+            write, keep, content, state = _cell_parts(row["arch"], trace, layer)  # (1 + length, H) each
             errors, sum_errors, diagonal = [], [], []
             for lo in range(1, s["check_length"] + 1, s["window"]):  # steps lo..hi-1, state carried in at lo - 1
                 hi = min(lo + s["window"], s["check_length"] + 1)
@@ -218,7 +219,7 @@ def _measure(ctx: Context, row: pd.Series, s: dict) -> dict[str, np.ndarray]:
             }  # fmt: skip
         return out
 
-    return ctx.cached("weighted_sum", {"model": ctx.digest(row), **s, "method": 1}, compute)
+    return ctx.cached("weighted_sum", {"model": ctx.digest(row), **s, "method": 1}, compute)  # method: bump on change
 
 
 def _layer_rows(m: dict, L: str, s: dict, arch: str, heatmap: bool, sentence: list, vocab, frequency) -> list:

@@ -145,6 +145,8 @@ def test_only_gateless_models_or_too_long_an_excerpt_exit_2(tmp_path, artifacts,
     assert run_cli(saturation.main, ["--corpus", corpus.source, "--set", f"length={test_chars}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not fit the test split" in err[0]
+    assert run_cli(saturation.main, ["--corpus", corpus.source, "--set", "length=many"]) == 2
+    assert "length must be a non-negative integer" in capsys.readouterr().err
 
 
 def test_the_cli_writes_table_and_figure(tmp_path, artifacts):
