@@ -39,7 +39,7 @@ TITLE = "Gate saturation"
 QUESTION = "How often is each gate nearly shut (< 0.1) or nearly open (> 0.9), and do the paper's regimes appear?"
 PAPER_SOURCE = "Karpathy et al. (2016), sec 4.2 'Gate activation statistics' and Fig. 3 (qualitative claims, 3 layers)"
 
-GATED = ("lstm", "gru", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden")  # architectures with gates
+GATED = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru")  # architectures with gates, report order
 GATELESS = ("rnn", "lstm-gates")  # the Elman S-RNN, alone or at the LSTM's width: nothing to saturate
 GATES = ("i", "f", "o", "r", "z")  # traced gate names, in panel order
 GATE_NAMES = {"i": "input gate i", "f": "forget gate f", "o": "output gate o", "r": "reset gate r",
@@ -115,6 +115,7 @@ def compute(ctx: Context) -> pd.DataFrame:
             left, right = fractions[key], fractions[f"{layer}_{gate}_right"]
             rows.append(pd.DataFrame({
                 "corpus": row["corpus"], "arch": row["arch"], "size": int(row["size"]), "layers": int(row["layers"]),
+                "budget": row["budget"],
                 "seed": int(row["seed"]), "chars_trained": int(row["chars_trained"]), "model_id": row["model_id"],
                 "group_id": row["group_id"],
                 "layer": int(layer) + 1, "gate": gate, "cell": np.arange(left.size), "left": left, "right": right,
@@ -135,10 +136,14 @@ def _label(df: pd.DataFrame) -> pd.Series:
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in report order (corpus, then LSTM, GRU, the ablations, wider first), with a readable model label."""
-    order = df["arch"].map({a: k for k, a in enumerate(GATED)})
-    ordered = df.assign(model=_label(df), order=order)
-    return ordered.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
+    """Rows in report order (corpus, then LSTM, its ablations, the GRU, wider first) with a readable `model` label and
+    a `shape` label shared across corpora (the budget row's width differs a little with each corpus's vocabulary)."""
+    df = df.assign(model=_label(df), order=df["arch"].map({a: k for k, a in enumerate(GATED)}))
+    row = df["budget"].fillna(df["size"]).astype(int).astype(str)
+    key = df["arch"] + ":" + df["layers"].astype(str) + ":" + row
+    widths = df.groupby(key)["size"].transform(lambda s: "/".join(str(v) for v in sorted(s.unique())))
+    df["shape"] = df["arch"].map(LABELS).fillna(df["arch"]) + " " + df["layers"].astype(str) + "x" + widths
+    return df.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
 
 
 def _per_model(sub: pd.DataFrame, passes: pd.Series) -> np.ndarray:
@@ -230,8 +235,8 @@ def plot(df: pd.DataFrame):
     style()
     first = _ordered(df[df["seed"] == df.groupby("group_id")["seed"].transform("min")])
     first["where"] = first["corpus"] + ", layer " + first["layer"].astype(str)
-    models = list(dict.fromkeys(first.sort_values(["order", "size"], ascending=[True, False])["model"]))
-    gates_of = {m: [g for g in GATES if g in set(first.loc[first["model"] == m, "gate"])] for m in models}
+    models = list(dict.fromkeys(first.sort_values(["order", "size"], ascending=[True, False])["shape"]))
+    gates_of = {m: [g for g in GATES if g in set(first.loc[first["shape"] == m, "gate"])] for m in models}
     ncols = max(len(v) for v in gates_of.values())
     fig, axes = plt.subplots(len(models), ncols, figsize=(3.3 * ncols, 3.0 * len(models)), squeeze=False)
     hue_order = sorted(first["where"].unique())
@@ -243,13 +248,14 @@ def plot(df: pd.DataFrame):
                 ax.set_axis_off()
                 continue
             gate = gates_of[model][c]
-            sub = first[(first["model"] == model) & (first["gate"] == gate)]
+            sub = first[(first["shape"] == model) & (first["gate"] == gate)]
             ax.plot([0, 1], [1, 0], color="grey", lw=0.8, ls="--", zorder=0)  # left + right <= 1
             sns.scatterplot(data=sub, x="right", y="left", hue="where", hue_order=hue_order, palette=palette, s=14,
                             alpha=0.6, edgecolor="none", ax=ax, legend=(r == 0 and c == 0))  # fmt: skip
-            ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), title=f"{model}: {GATE_NAMES[gate]}")
+            ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03))
+            ax.set_title(f"{model}: {GATE_NAMES[gate]}", fontsize=9)
             ax.set_xlabel("fraction right-saturated (> 0.9)")
-            ax.set_ylabel("fraction left-saturated (< 0.1)")
+            ax.set_ylabel("fraction left-saturated (< 0.1)" if c == 0 else "")
     if axes[0, 0].get_legend() is not None:
         sns.move_legend(axes[0, 0], "upper right", title="corpus, layer", fontsize=8, title_fontsize=8)
     fig.suptitle("Gate saturation, one point per cell (Karpathy et al. Fig. 3); bottom right = integrator", y=1.0)
@@ -294,23 +300,23 @@ def caption(df: pd.DataFrame) -> str:
 
 
 def summary(df: pd.DataFrame) -> str:
+    """The paper's models only (LSTM and GRU); the ablations are in the table."""
     found = findings(df)
-    items = []
-    for corpus, sub in found.groupby("corpus"):
-        integrators = ", ".join(
-            f"{r['model']} {r['value']:.1f}" for _, r in sub[sub["finding"] == "forget gates as integrators"].iterrows()
-        )
-        left = sub[sub["finding"] == "no feed-forward forget gate"]
-        bits = [f"forget-gate integrators per model: {integrators}",
-                f"no left-saturated forget gate in {(left['verdict'] == 'found').sum()} of {len(left)}"]  # fmt: skip
-        gru = sub[sub["finding"].str.startswith("GRU layer 1")].set_index("finding")["value"]
-        if not gru.empty:
-            bits.append(
-                f"GRU layer 1: r rarely right-saturated in {gru.iloc[0]:.0%} of cells, z rarely left-saturated in "
-                f"{gru.iloc[1]:.0%}"
-            )
-        items.append(f"{corpus}: " + "; ".join(bits))
-    return " | ".join(items) + " (paper, 3 layers: multiple integrators, none left-saturated; GRU layer 1: nearly all)"
+    lstm = found[found["model"].str.match(r"LSTM \d")]
+    integrators = lstm[lstm["finding"] == "forget gates as integrators"]
+    left = lstm[lstm["finding"] == "no feed-forward forget gate"]
+    gru = found[found["finding"].str.startswith("GRU layer 1")]
+    items = [
+        "forget-gate integrators (right-saturated >= 90% of steps) per LSTM: "
+        + ", ".join(f"{r['corpus']} {r['model']} {r['value']:.1f}" for _, r in integrators.iterrows()),
+        f"no left-saturated forget gate in {(left['verdict'] == 'found').sum()} of {len(left)} LSTMs",
+    ]
+    if not gru.empty:
+        r_rare = gru[gru["finding"].str.contains(" r ")]["value"]
+        z_rare = gru[gru["finding"].str.contains(" z ")]["value"]
+        items.append(f"GRU layer 1: r rarely right-saturated in {r_rare.min():.0%}-{r_rare.max():.0%} of cells, z "
+                     f"rarely left-saturated in {z_rare.min():.0%}-{z_rare.max():.0%}")  # fmt: skip
+    return "; ".join(items) + " (paper, 3-layer models: multiple integrators, none left-saturated; GRU: nearly all)"
 
 
 def notes(df: pd.DataFrame) -> list[str]:

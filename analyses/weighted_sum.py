@@ -68,11 +68,11 @@ SETTINGS = {
     "check_length": 1000,  # the identity is checked over the excerpt's first this many steps ...
     "window": 100,  # ... in windows of this many (w is window x window x cells per window)
     "lags": 50,  # retention: the weight a character keeps over the next this many steps
-    "sentence_length": 40,  # characters in each corpus's heatmap sentence
+    "sentence_length": 32,  # characters in each corpus's heatmap sentence
     "archs": list(WITH_CELL),  # architectures to analyse; one without a memory cell is an error
 }
-COLUMNS = ["corpus", "arch", "size", "layers", "seed", "chars_trained", "model_id", "group_id", "layer", "measure",
-           "cell", "t", "j", "char", "count", "steps", "value"]  # fmt: skip
+COLUMNS = ["corpus", "arch", "size", "layers", "budget", "seed", "chars_trained", "model_id", "group_id", "layer",
+           "measure", "cell", "t", "j", "char", "count", "steps", "value"]  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ the weighted sum
@@ -99,6 +99,13 @@ def memory_span(keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     keep = np.clip(np.asarray(keep, dtype=np.float64), 1e-300, KEEP_RESOLVED)
     return -1.0 / np.log(keep).mean(0), -1.0 / np.log(keep.mean(0))
+
+
+def diagonal_largest(w: np.ndarray) -> np.ndarray:
+    """(T_j, T_t, H) weights -> for t = 1..T-1 whether ||w_t^t|| is the largest ||w_j^t||, j <= t (Table 5's claim)."""
+    norms = weight_rms(w)  # (T_j, T_t); w[j, t] = 0 for j > t
+    steps = np.arange(1, w.shape[1])  # t = 0 has only its own weight
+    return norms[:, steps].argmax(0) == steps
 
 
 def weight_rms(w: np.ndarray) -> np.ndarray:
@@ -205,9 +212,7 @@ def _measure(ctx: Context, row: pd.Series, s: dict) -> dict[str, np.ndarray]:
                 w, carried, recon = weighted_sum(write[lo:hi], keep[lo:hi], content[lo:hi], state[lo - 1])
                 errors.append(np.abs(recon - state[lo:hi]).max())
                 sum_errors.append(np.abs(w.sum(0) + carried - 1.0).max())  # the GRU's weighted average
-                norms = weight_rms(w)  # (T_j, T_t); w[j, t] = 0 for j > t
-                steps = np.arange(1, hi - lo)
-                diagonal.append(norms[:, steps].argmax(0) == steps)
+                diagonal.append(diagonal_largest(w))
             w, carried, _ = weighted_sum(write[sentence], keep[sentence], content[sentence], state[p])
             span, span_arithmetic = memory_span(keep[1:])
             out |= {
@@ -271,7 +276,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     frames = []
     for k, row in models.iterrows():
         m = _measure(ctx, row, s)
-        ident = {c: row[c] for c in ("corpus", "arch", "model_id", "group_id")} | {
+        ident = {c: row[c] for c in ("corpus", "arch", "budget", "model_id", "group_id")} | {
             c: int(row[c]) for c in ("size", "layers", "seed", "chars_trained")
         }
         if row["corpus_key"] not in frequency:  # the model's notion of a rare character: its training counts
@@ -294,9 +299,14 @@ def _label(df: pd.DataFrame) -> pd.Series:
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in report order (corpus, then LSTM, its ablations, the GRU, wider first), with a readable model label."""
-    ordered = df.assign(model=_label(df), order=df["arch"].map({a: k for k, a in enumerate(WITH_CELL)}))
-    return ordered.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
+    """Rows in report order (corpus, then LSTM, its ablations, the GRU, wider first) with a readable `model` label and
+    a `shape` label shared across corpora (the budget row's width differs a little with each corpus's vocabulary)."""
+    df = df.assign(model=_label(df), order=df["arch"].map({a: k for k, a in enumerate(WITH_CELL)}))
+    row = df["budget"].fillna(df["size"]).astype(int).astype(str)
+    key = df["arch"] + ":" + df["layers"].astype(str) + ":" + row
+    widths = df.groupby(key)["size"].transform(lambda s: "/".join(str(v) for v in sorted(s.unique())))
+    df["shape"] = df["arch"].map(LABELS).fillna(df["arch"]) + " " + df["layers"].astype(str) + "x" + widths
+    return df.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
 
 
 def _retention_by_char(g: pd.DataFrame) -> pd.DataFrame:
@@ -328,7 +338,7 @@ def _layer_findings(g: pd.DataFrame) -> list[tuple]:
     per = _retention_by_char(g)
     if len(per) >= 3:
         rho, p = stats.spearmanr(per["count"], per["retention"])
-        words = (f"Spearman rho(training count, retention) = {rho:+.2f} (p = {p:.2f}) over {len(per)} characters; "
+        words = (f"Spearman rho(training count, retention) = {rho:+.2f} (p = {p:.2g}) over {len(per)} characters; "
                  f"longest: {' '.join(per.index[::-1][:4])}; shortest: {' '.join(per.index[:4])}")  # fmt: skip
         paper = "function words quickly forgotten, infrequent words remembered over very long distances (words)"
         out.append(("rare context remembered longer", paper, rho, words, rho < 0 and p < 0.05))
@@ -361,7 +371,7 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ figure and words
 
 
-def _heatmap(ax, sub: pd.DataFrame, title: str, ylabel: str) -> object:
+def _heatmap(ax, sub: pd.DataFrame, title: str, ylabel: str, yticks: bool) -> object:
     """||w_j^t|| over the sentence: t (current) on x, j (context) on y, the carried state as the top row; log colour."""
     size = int(sub["t"].max()) + 1
     grid = np.full((size + 1, size), np.nan)
@@ -371,10 +381,10 @@ def _heatmap(ax, sub: pd.DataFrame, title: str, ylabel: str) -> object:
     norm = LogNorm(vmin=top * 1e-3, vmax=top)
     image = ax.imshow(np.clip(grid, top * 1e-3, None), cmap="Greys", norm=norm, aspect="auto", interpolation="nearest")
     ax.set_xticks(range(size), chars, fontsize=5.5, family="monospace")
-    ax.set_yticks(range(size + 1), ["c0"] + chars, fontsize=5.5, family="monospace")
+    ax.set_yticks(range(size + 1), ["c0"] + chars if yticks else [], fontsize=5.5, family="monospace")
     ax.tick_params(length=0, pad=1)
     ax.grid(False)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=8)
     ax.set_xlabel("current position t", fontsize=8)
     ax.set_ylabel(ylabel, fontsize=8)
     return image
@@ -384,27 +394,32 @@ def plot(df: pd.DataFrame):
     """Top: Levy et al.'s appendix heatmap per corpus (rows) and model (columns); bottom: memory spans per cell."""
     style()
     df = _ordered(df)
-    weights = df[df["measure"] == "weight"]
+    weights = df[(df["measure"] == "weight") & (df["layer"] == 1)]
     corpora_ = sorted(df["corpus"].unique())
-    models = list(dict.fromkeys(weights["model"]))
+    shapes = list(dict.fromkeys(df.sort_values(["order", "size"], ascending=[True, False])["shape"]))
     n_layers = int(df["layers"].max())
-    fig = plt.figure(figsize=(3.0 * len(models) + 1.0, 3.2 * len(corpora_) + 3.6), layout="constrained")
-    top, bottom = fig.subfigures(2, 1, height_ratios=[3.2 * len(corpora_), 3.6])
-    axes = top.subplots(len(corpora_), len(models), squeeze=False)
-    image = None
-    for r, corpus in enumerate(corpora_):
-        for c, model in enumerate(models):
-            sub = weights[(weights["corpus"] == corpus) & (weights["model"] == model) & (weights["layer"] == 1)]
+    fig = plt.figure(figsize=(2.9 * len(shapes) + 1.2, 3.1 * len(corpora_) + 3.4))
+    grid = fig.add_gridspec(len(corpora_) + 1, len(shapes), height_ratios=[1] * len(corpora_) + [1.05],
+                            hspace=0.4, wspace=0.12, top=0.93)  # fmt: skip
+    heat_axes, image = [], None
+    for r, corpus in enumerate(corpora_):  # the same sentence along a row: characters on the first panel's y axis
+        for c, shape in enumerate(shapes):
+            sub = weights[(weights["corpus"] == corpus) & (weights["shape"] == shape)]
             if sub.empty:
-                axes[r, c].set_axis_off()
                 continue
-            image = _heatmap(axes[r, c], sub, model, f"{corpus}\ncontext position j" if c == 0 else "")
+            sub = sub[sub["model_id"] == sub["model_id"].iloc[0]]  # one model per panel, whatever the index holds
+            ax = fig.add_subplot(grid[r, c])
+            ylabel = f"{corpus}\ncontext position j" if c == 0 else ""
+            image = _heatmap(ax, sub, sub["model"].iloc[0], ylabel, yticks=c == 0)
+            heat_axes.append(ax)
     if image is not None:
-        top.colorbar(image, ax=axes, shrink=0.6, pad=0.01, label=r"$\|w_j^t\|_2 / \sqrt{H}$ (log scale)")
-    top.suptitle("Weights of the memory cell's sum over one sentence (layer 1; Levy et al. appendix A, Table 5)")
-    span_axes = bottom.subplots(1, len(corpora_), squeeze=False)[0]
+        fig.colorbar(image, ax=heat_axes, shrink=0.7, pad=0.01, label=r"$\|w_j^t\|_2 / \sqrt{H}$ (log scale)")
+    fig.suptitle("Weights of the memory cell's sum over one sentence (layer 1; Levy et al. appendix A, Table 5), "
+                 "and memory spans", y=0.98)  # fmt: skip
     spans = df[df["measure"] == "span"].assign(layer=lambda d: "layer " + d["layer"].astype(int).astype(str))
-    for ax, corpus in zip(span_axes, corpora_):
+    span_grid = grid[len(corpora_), :].subgridspec(1, len(corpora_), wspace=0.12)
+    for k, corpus in enumerate(corpora_):
+        ax = fig.add_subplot(span_grid[0, k])
         sub = spans[spans["corpus"] == corpus]
         hue = "layer" if n_layers > 1 else None
         sns.boxplot(data=sub, x="model", y="value", hue=hue, log_scale=True, showfliers=False, ax=ax, color="0.85")
@@ -415,7 +430,7 @@ def plot(df: pd.DataFrame):
                 transform=ax.get_yaxis_transform())  # fmt: skip
         ax.set_title(f"{corpus}: memory span per cell, -1 / mean ln f", fontsize=9)
         ax.set_xlabel("")
-        ax.set_ylabel("span (characters, log scale)")
+        ax.set_ylabel("span (characters, log scale)" if k == 0 else "")
         ax.tick_params(axis="x", rotation=20, labelsize=7)
     return fig
 
@@ -431,7 +446,8 @@ def caption(df: pd.DataFrame) -> str:
     gru = found[found["finding"] == "GRU weights sum to one"]
     if not gru.empty:
         parts.append(f"The GRU's weights z_j prod (1 - z_k) plus its carried term sum to one within "
-                     f"{gru['value'].max():.0e}: a weighted average, as footnote 1 says.")  # fmt: skip
+                     f"{gru['value'].max():.0e}: a weighted average, as footnote 1 says (this follows from the "
+                     "coupled gates alone; the identity error above is the check on the trained GRU).")  # fmt: skip
     diag = found[found["finding"] == "diagonal weight largest"]
     low, high = diag["value"].min(), diag["value"].max()
     share = (
@@ -447,6 +463,11 @@ def caption(df: pd.DataFrame) -> str:
                      f"found in {(rare['verdict'] == 'found').sum()} of {len(rare)} models (Spearman rho from "
                      f"{rare['value'].min():+.2f} to {rare['value'].max():+.2f}); the table names the characters held "
                      "longest and shortest.")  # fmt: skip
+    weights = df[(df["measure"] == "weight") & (df["j"] == df["t"])]
+    sentences = [f"{corpus} '{''.join(g[g['model_id'] == g['model_id'].iloc[0]].sort_values('t')['char'])}'"
+                 for corpus, g in weights.groupby("corpus")]  # fmt: skip
+    if sentences:
+        parts.append("Heatmap sentences: " + "; ".join(sentences).replace("␣", " ").replace("←", "") + ".")
     parts.append("Heatmaps use a log colour scale (the paper's darkness is linear) and the root-mean-square weight "
                  "||w||_2 / sqrt(H), so models of different widths share a scale; the top row is the weight on the "
                  "state carried into the sentence.")  # fmt: skip
@@ -459,13 +480,18 @@ def caption(df: pd.DataFrame) -> str:
 def summary(df: pd.DataFrame) -> str:
     found = findings(df)
     ident = found[found["finding"] == "eq. 8 identity"]
-    spans = found[found["finding"] == "memory span"]
     diag = found[found["finding"] == "diagonal weight largest"]
-    items = [f"{c}: " + ", ".join(f"{r['model']} {r['value']:.2f}" for _, r in g.iterrows())
-             for c, g in spans.groupby("corpus", sort=False)]  # fmt: skip
-    return (f"eq. 8 holds to {ident['value'].max():.0e} on every model (paper: exact); diagonal largest at >= "
-            f"{diag['value'].min():.0%} of steps (paper: always); median memory span in characters, "
-            + "; ".join(items))  # fmt: skip
+    shapes = _ordered(df)[["model", "shape", "order", "size"]].drop_duplicates("model")
+    spans = found[found["finding"] == "memory span"].merge(shapes, on="model")
+    ranges = []
+    for shape, g in spans.sort_values(["order", "size"], ascending=[True, False]).groupby("shape", sort=False):
+        low, high = f"{g['value'].min():.2g}", f"{g['value'].max():.2g}"
+        ranges.append(f"{shape} {low}" + (f"-{high}" if high != low else ""))
+    least = diag["value"].min()
+    share = "every step" if least == 1 else f"{least:.1%} of steps or more"
+    return (f"eq. 8 holds to {ident['value'].max():.0e} on every model (paper: exact); the diagonal weight is the "
+            f"largest at {share} (paper: always); median memory span (characters, over corpora): "
+            + ", ".join(ranges))  # fmt: skip
 
 
 def notes(df: pd.DataFrame) -> list[str]:

@@ -77,6 +77,13 @@ def test_retention_agrees_with_memory_weights():
     np.testing.assert_allclose(weighted_sum.retention(i, f, lags=7), expected)
 
 
+def test_the_diagonal_is_largest_unless_an_old_write_outweighs_the_new_one():
+    i, f = np.array([[1.0], [0.1], [0.9]]), np.array([[0.5], [0.9], [0.5]])
+    w, _, _ = weighted_sum.weighted_sum(i, f, np.ones((3, 1)), np.zeros(1))
+    # t = 1: w_0^1 = 1 * 0.9 > w_1^1 = 0.1; t = 2: w_2^2 = 0.9 > w_0^2 = 0.45 > w_1^2 = 0.05
+    np.testing.assert_array_equal(weighted_sum.diagonal_largest(w), [False, True])
+
+
 def test_the_heatmap_sentence_starts_a_sentence_or_a_line():
     assert weighted_sum.sentence_start(b"and so. The end of it all", 5) == 8
     assert weighted_sum.sentence_start(b"x = 1;\n\tint y;\nreturn", 4) == 15  # code: first non-blank line start
