@@ -156,3 +156,22 @@ def test_the_cli_writes_table_and_figure(tmp_path, artifacts):
     args = ["--corpus", corpus.source, "--out", str(out), "--figure", str(figure)]
     assert run_cli(saturation.main, args + [f"--set={k}={v}" for k, v in FAST.items()]) == 0
     assert out.stat().st_size > 0 and figure.stat().st_size > 0
+
+
+def test_a_diffuse_first_layer_under_a_saturated_second_is_the_papers_finding(tmp_path, artifacts):
+    """2 layers: layer 1's gates all 0.5 (never saturated), layer 2's shut or open: the first layer is diffuse."""
+    corpus = fake_corpus_file(tmp_path)
+    model = fake_neural_model(corpus, arch="lstm", layers=2, size=8)
+
+    def gates(state):
+        force_gates(state, "layers.0.rnn", [0.0, 0.0, None, 0.0])
+        force_gates(state, "layers.1.rnn", [20.0, -20.0, None, 20.0])
+
+    edit_weights(model, gates)
+    df = saturation.compute(_ctx())
+    per_layer = (df["left"] + df["right"]).groupby(df["layer"]).mean()
+    assert per_layer[1] == 0 and per_layer[2] == 1
+    found = saturation.findings(df).set_index(["layer", "finding"])
+    assert found.loc[("1 vs 2+", "diffuse first layer"), "verdict"] == "found"
+    assert found.loc[("2", "no feed-forward forget gate"), "verdict"] == "not found"  # layer 2's f is shut
+    assert found.loc[("1", "forget gates as integrators"), "value"] == 0

@@ -196,3 +196,21 @@ def test_bad_settings_exit_2_with_one_line(tmp_path, artifacts, capsys, setting,
     assert run_cli(weighted_sum.main, ["--corpus", corpus.source, "--set", setting]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_every_layer_has_its_own_spans(tmp_path, artifacts):
+    """2 layers with forget gates 0.9 and 0.5: spans -1 / ln 0.9 = 9.49 and -1 / ln 0.5 = 1.44, per layer."""
+    corpus = fake_corpus_file(tmp_path)
+    model = fake_neural_model(corpus, arch="lstm", layers=2, size=4)
+
+    def gates(state):
+        force_gates(state, "layers.0.rnn", [None, logit(0.9), None, None])
+        force_gates(state, "layers.1.rnn", [None, logit(0.5), None, None])
+
+    edit_weights(model, gates)
+    df = weighted_sum.compute(_ctx())
+    spans = df[df["measure"] == "span"].groupby("layer")["value"]
+    np.testing.assert_allclose(spans.min(), [-1 / np.log(0.9), -1 / np.log(0.5)], rtol=1e-4)
+    np.testing.assert_allclose(spans.max(), spans.min(), rtol=1e-4)
+    found = weighted_sum.findings(df)
+    assert sorted(found[found["finding"] == "eq. 8 identity"]["layer"]) == [1, 2]
