@@ -233,7 +233,8 @@ def plot(df: pd.DataFrame):
     """The paper's scatter: one point per cell, x right-saturated, y left-saturated; one row per model, one panel per
     gate, colour = corpus and layer; the lowest seed of each group (the table has them all)."""
     style()
-    first = _ordered(df[df["seed"] == df.groupby("group_id")["seed"].transform("min")])
+    group = ["corpus", "arch", "layers", "size", "group_id"]  # ids read back from CSV may not stay strings
+    first = _ordered(df[df["seed"] == df.groupby(group)["seed"].transform("min")])
     first["where"] = first["corpus"] + ", layer " + first["layer"].astype(str)
     models = list(dict.fromkeys(first.sort_values(["order", "size"], ascending=[True, False])["shape"]))
     gates_of = {m: [g for g in GATES if g in set(first.loc[first["shape"] == m, "gate"])] for m in models}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model
@@ -155,7 +156,10 @@ def test_the_cli_writes_table_and_figure(tmp_path, artifacts):
     out, figure = tmp_path / "sat.csv", tmp_path / "sat.png"
     args = ["--corpus", corpus.source, "--out", str(out), "--figure", str(figure)]
     assert run_cli(saturation.main, args + [f"--set={k}={v}" for k, v in FAST.items()]) == 0
-    assert out.stat().st_size > 0 and figure.stat().st_size > 0
+    assert figure.stat().st_size > 0
+    table = pd.read_csv(out)  # what the report reads back: caption and findings work from the CSV alone
+    assert len(table) == 8 * 3 and "forget gates as integrators" in saturation.with_paper(table)["finding"].values
+    assert saturation.caption(table) and saturation.summary(table)
 
 
 def test_a_diffuse_first_layer_under_a_saturated_second_is_the_papers_finding(tmp_path, artifacts):

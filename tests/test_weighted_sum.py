@@ -4,6 +4,7 @@ cell whose gates are known constants worked out by hand, the GRU as a weighted a
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model
@@ -214,3 +215,16 @@ def test_every_layer_has_its_own_spans(tmp_path, artifacts):
     np.testing.assert_allclose(spans.max(), spans.min(), rtol=1e-4)
     found = weighted_sum.findings(df)
     assert sorted(found[found["finding"] == "eq. 8 identity"]["layer"]) == [1, 2]
+
+
+def test_the_cli_writes_a_table_the_report_can_read_back(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    fake_neural_model(corpus, arch="gru", size=6)
+    out, figure = tmp_path / "ws.csv", tmp_path / "ws.png"
+    args = ["--corpus", corpus.source, "--out", str(out), "--figure", str(figure)]
+    assert run_cli(weighted_sum.main, args + [f"--set={k}={v}" for k, v in FAST.items()]) == 0
+    assert figure.stat().st_size > 0
+    table = pd.read_csv(out)
+    assert set(table["measure"]) >= {"identity_error", "sum_error", "diagonal", "span", "weight", "retention"}
+    assert "GRU weights sum to one" in weighted_sum.with_paper(table)["finding"].values
+    assert weighted_sum.caption(table) and weighted_sum.summary(table)
