@@ -289,6 +289,8 @@ def main(argv=None) -> int:
         return 0
     if args.model is None or args.text is None:
         raise UserError("give a MODEL and --text FILE (or --bench)")
+    if args.resamples < 2:
+        raise UserError(f"--resamples must be at least 2 (a std needs two resamples), got {args.resamples}")
     if args.streams is not None and args.streams < 1:
         raise UserError(f"--streams must be at least 1, got {args.streams}")
     if args.out is not None and args.out.suffix not in (".tsv", ".txt", ".npz"):

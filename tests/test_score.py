@@ -168,6 +168,7 @@ def test_unknown_bytes_are_named_or_skipped_as_asked(tmp_path, tiny_run, capsys)
         ("bad_out", ".tsv or .npz"),
         ("no_text", "--text"),
         ("bad_streams", "--streams"),
+        ("bad_resamples", "--resamples"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, tiny_run, capsys, case, contains):
@@ -184,6 +185,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, tiny_run, capsys, case, cont
         "bad_out": [checkpoint, "--text", str(text), "--out", str(tmp_path / "s.csv")],
         "no_text": [checkpoint],
         "bad_streams": [checkpoint, "--text", str(text), "--streams", "0"],
+        "bad_resamples": [checkpoint, "--text", str(text), "--resamples", "1"],
     }[case]
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     (tmp_path / "folder").mkdir()
