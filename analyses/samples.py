@@ -84,6 +84,13 @@ def known_shares(df: pd.DataFrame) -> pd.DataFrame:
     return g.sort_values(["corpus", "share"], ascending=[True, False], ignore_index=True)
 
 
+def report_table(df: pd.DataFrame) -> pd.DataFrame:
+    """What a reader needs beside each sample: the model, its seed, the word share; the exact bytes stay in the CSV."""
+    table = df[["corpus", "model", "model_seed", "temperature", "seed", "known_words", "words", "sample"]].copy()
+    table["known_words"] = table["known_words"] / table["words"].where(table["words"] > 0)
+    return table.rename(columns={"known_words": "known_word_share", "seed": "sampling_seed"})
+
+
 def plot(df: pd.DataFrame):
     return None  # the samples are the result; the report shows them as text
 

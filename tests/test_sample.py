@@ -162,6 +162,8 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
     lstm = df[df["arch"] == "lstm"]
     assert shares.loc["lstm L1 H8", "words"] == lstm["words"].sum()  # the two seeds of one group pooled
     assert shares.loc["lstm L1 H8", "share"] == pytest.approx(lstm["known_words"].sum() / lstm["words"].sum())
+    shown = samples.report_table(df)
+    assert "sample_bytes" not in shown and shown["known_word_share"].between(0, 1).all()
     assert samples.plot(df) is None and "temperature 0.8" in samples.caption(df) and "lstm L1 H8" in samples.summary(df)
 
 
