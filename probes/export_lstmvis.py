@@ -208,9 +208,8 @@ def main(argv=None) -> int:
     out = export_lstmvis(model, ids, args.out, args.start, chars, name)
     print(f"wrote {out}: {chars:,} characters, {model.description}")
     if "c" not in model.net.layers[0].state_names:
-        print(
-            f"note: the {model.net.config.arch} has no memory cell: only its hidden state h is exported (output{{l}})"
-        )
+        c = model.net.config
+        print(f"note: the {c.arch} has no memory cell: only its hidden state h is exported (output1..{c.layers})")
     if chars > SEARCH_LIMIT:
         print(f"note: LSTMVis's fast search scans only the first {SEARCH_LIMIT:,} steps of the {chars:,} exported")
     return 0
