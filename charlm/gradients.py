@@ -31,13 +31,15 @@ def state_gradient_norms(
     step: Step,
     state: dict[str, torch.Tensor],
     inputs,
-    loss: Callable[[torch.Tensor], torch.Tensor],
+    loss: Callable,
     loss_scale: float = 1.0,
+    all_outputs: bool = False,
 ) -> dict[str, np.ndarray]:
     """Per state name, a (T, B) array of || dL_b / d state_t ||_2 for every step t (time order) and sequence b.
 
     `state` maps names to (B, H) tensors (the state before the first input; it is detached here); `inputs`
-    is a sequence of per-step inputs; `loss(output of the last step)` gives one loss per sequence, (B,). The
+    is a sequence of per-step inputs; `loss(output of the last step)` (with `all_outputs`: `loss(list of every
+    step's output)`, e.g. a pooling classifier's) gives one loss per sequence, (B,). The
     sequences of a batch never interact, so one backward pass of the summed loss gives every sequence's own
     gradient.
 
@@ -53,15 +55,17 @@ def state_gradient_norms(
     to zero, as loss scaling does in mixed-precision training.
     """
     state = {name: t.detach().requires_grad_() for name, t in state.items()}
-    states, out = [], None
+    states, outputs = [], []
     for x in inputs:
         out, state = step(x, state)
         states.append(state)
-    if out is None:
+        outputs.append(out)
+    if not outputs:
         raise ValueError("no inputs: a gradient profile needs at least one step")
     names = list(states[-1])
     flat = [s[name] for s in states for name in names]
-    grads = torch.autograd.grad(loss(out).sum() * loss_scale, flat, allow_unused=True)
+    total = loss(outputs if all_outputs else outputs[-1]).sum() * loss_scale
+    grads = torch.autograd.grad(total, flat, allow_unused=True)
     norms = {}
     for k, name in enumerate(names):
         rows = []
