@@ -89,7 +89,7 @@ MAINI_TABLE2 = {
 MAINI_SIZES = ("1K", "5K", "20K")
 COLUMNS = [
     "corpus", "arch", "label", "budget", "size", "layers", "seed", "model_id", "group_id", "checkpoint", "chars",
-    "layer", "state", "lag", "grad_norm", "ratio", "ratio_mid_end",
+    "layer", "state", "memory", "lag", "grad_norm", "ratio", "ratio_mid_end",
 ]  # fmt: skip
 
 
@@ -159,10 +159,9 @@ def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, setti
     return ctx.cached("vanishing", key, compute_profile)
 
 
-def memory_state(model_or_arch) -> str:
-    """The state that carries the model's memory: the cell c where there is one, else h."""
-    arch = model_or_arch if isinstance(model_or_arch, str) else model_or_arch.config.arch
-    return "h" if arch in ("rnn", "gru", "lstm-gates") else "c"
+def has_cell(ctx: Context, row: pd.Series) -> bool:
+    """Whether the model's layers carry a memory cell c besides h (the LSTM family but - GATES)."""
+    return "c" in ctx.model(row).layers[-1].state_names
 
 
 def vanishing_ratio(
@@ -171,13 +170,14 @@ def vanishing_ratio(
     """Maini et al.'s vanishing ratio of one checkpoint (None: final; "init"; or a snapshot file): g_K over the
     mean g of the middle 10 % of lags, g_k = || dL_T / d state_{T-k} || of the top layer, averaged over windows.
 
-    `state`: "h" or "c" (default: the memory state, c where the architecture has a cell, else h). `settings`:
-    this module's SETTINGS keys to override (split, windows, max_lag, warmup); cached like compute's profiles.
+    `state`: "h" or "c" (default: the memory state, c where the model has a cell, else h). `settings`: this
+    module's SETTINGS keys to override (split, windows, max_lag, warmup); cached like compute's profiles.
     """
     settings = {**SETTINGS, **(settings or {})}
-    state = state or memory_state(row["arch"])
     profile = checkpoint_profile(ctx, row, snapshot, settings)
-    name = f"layers.{int(row['layers']) - 1}.{state}"
+    top = f"layers.{int(row['layers']) - 1}"
+    state = state or ("c" if f"{top}.c" in profile else "h")
+    name = f"{top}.{state}"
     if name not in profile:
         raise MissingInput(f"{row['model_id']} ({row['arch']}) has no state {state!r}: it keeps only h")
     return ratio_first_over_middle(profile[name][::-1])
@@ -224,7 +224,8 @@ def compute(ctx: Context) -> pd.DataFrame:
     settings = ctx.settings
     states, archs = _check_settings(settings)
     models = ctx.models(arch=tuple(archs) or None)
-    if states == ["c"] and all(memory_state(a) == "h" for a in models["arch"]):
+    cells = {r["model_id"]: has_cell(ctx, r) for _, r in models.iterrows()}
+    if states == ["c"] and not any(cells.values()):
         raise MissingInput(
             f"no memory cell c to differentiate: the models here ({', '.join(sorted(set(models['arch'])))}) keep "
             "only h; ask for states h, or train an LSTM-family model (`python -m charlm.train --arch lstm ...`)"
@@ -233,12 +234,14 @@ def compute(ctx: Context) -> pd.DataFrame:
         ids = ctx.corpus(key).split(settings["split"])
         windows(ids, settings["windows"], settings["max_lag"], settings["warmup"], settings["split"])
     lags = recorded_lags(settings["max_lag"])
-    sizes = models.groupby(["corpus_key", "arch"])["size"].nunique()
+    budgets = models.groupby("arch")["budget"].nunique()  # the budget row goes into the label where there are several
     rows = []
-    for (corpus_key, group_id), group in models.groupby(["corpus_key", "group_id"], sort=True):
+    for (_, group_id), group in models.groupby(["corpus_key", "group_id"], sort=True):
         for rank, (_, row) in enumerate(group.sort_values("seed").iterrows()):
             n_snaps = settings["snapshots"] if rank < settings["snapshot_seeds"] else 0
-            label = LABELS[row["arch"]] + (f" H{int(row['size'])}" if sizes[(corpus_key, row["arch"])] > 1 else "")
+            label = LABELS.get(row["arch"], row["arch"])
+            label += f" ({int(row['budget'])} row)" if budgets[row["arch"]] > 1 else ""
+            memory = "c" if cells[row["model_id"]] and "c" in states else "h"  # the state the headline follows
             for checkpoint, chars, snapshot in _checkpoints(ctx, row, n_snaps):
                 profile = checkpoint_profile(ctx, row, snapshot, settings)
                 for name, g in profile.items():
@@ -254,7 +257,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                         "layers": int(row["layers"]), "seed": int(row["seed"]), "model_id": row["model_id"],
                         "group_id": group_id, "checkpoint": checkpoint, "chars": chars, "layer": int(layer),
                         "state": state, "lag": int(k), "grad_norm": float(g[k]),
-                        "ratio": ratio_first_over_middle(g[::-1]), "ratio_mid_end": mid_end,
+                        "ratio": ratio_first_over_middle(g[::-1]), "ratio_mid_end": mid_end, "memory": state == memory,
                     } for k in keep]  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -264,23 +267,21 @@ def compute(ctx: Context) -> pd.DataFrame:
 
 def headline(df: pd.DataFrame) -> pd.DataFrame:
     """The memory state of each model's top layer (c where there is a cell, else h), one row per profile."""
-    top = df[df["layer"] == df["layers"] - 1]
-    top = top[top["state"] == top["arch"].map(memory_state)]
+    top = df[(df["layer"] == df["layers"] - 1) & df["memory"]]
     return top.drop_duplicates(["model_id", "checkpoint", "state"])
 
 
 def _order(df: pd.DataFrame) -> list[str]:
-    rank = {a: i for i, a in enumerate(LABELS)}
-    labels = df.drop_duplicates("label")[["label", "arch", "size"]]
-    return list(labels.sort_values(["arch", "size"], key=lambda c: c.map(rank) if c.name == "arch" else c)["label"])
+    rank = {a: i for i, a in enumerate([*LABELS, *sorted(set(df["arch"]) - set(LABELS))])}
+    labels = df.drop_duplicates("label")[["label", "arch", "budget"]]
+    return list(labels.sort_values(["arch", "budget"], key=lambda c: c.map(rank) if c.name == "arch" else c)["label"])
 
 
 def plot(df: pd.DataFrame):
     style()
     corpora_ = sorted(df["corpus"].unique())
     fig, axes = plt.subplots(len(corpora_), 3, figsize=(16, 4.6 * len(corpora_)), squeeze=False)
-    top = df[df["layer"] == df["layers"] - 1]
-    top = top[top["state"] == top["arch"].map(memory_state)]
+    top = df[(df["layer"] == df["layers"] - 1) & df["memory"]]
     palette = dict(zip(_order(df), sns.color_palette("tab10", n_colors=max(3, df["label"].nunique()))))
     for axrow, corpus in zip(axes, corpora_):
         sub = top[top["corpus"] == corpus]
@@ -318,6 +319,8 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
     top = headline(df)
     K = int(df["lag"].max())
     rows = []
+    order = {label: i for i, label in enumerate(_order(df))}
+    top = top.assign(rank=top["label"].map(order)).sort_values(["corpus", "rank"])
     for (corpus, label), sub in top.groupby(["corpus", "label"], sort=False):
         final = sub[sub["checkpoint"] == "final"]
         norms = df[df["model_id"].isin(final["model_id"]) & (df["checkpoint"] == "final")]
@@ -331,6 +334,8 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
         })  # fmt: skip
     for model, (ratios, _) in MAINI_TABLE2.items():
         for size, ratio in zip(MAINI_SIZES, ratios):
+            if size == "5K":
+                continue  # the two ends of their range are enough beside ours
             rows.append({"source": f"Maini et al. Table 2, {size} examples", "model": model, "state": "h",
                          "ratio trained": ratio})  # fmt: skip
     return pd.DataFrame(rows)
@@ -398,8 +403,9 @@ def notes(df: pd.DataFrame) -> list[str]:
 
 def summary(df: pd.DataFrame) -> str:
     items = []
-    for (corpus, _), sub in _final_ratios(df).groupby(["corpus", "budget"]):
-        trained = _by_arch(sub, "final")
+    for corpus, sub in _final_ratios(df).groupby("corpus"):
+        budget = sub.groupby("budget")["arch"].nunique().idxmax()  # the row with most model types: the comparison
+        trained = _by_arch(sub[sub["budget"] == budget], "final")
         picks = [a for a in ("rnn", "gru", "lstm", "lstm-srnn-hidden") if a in trained]
         if picks:
             items.append(f"{corpus}: " + ", ".join(f"{trained[a]['label']} {trained[a]['ratio']:.1g}" for a in picks))

@@ -161,9 +161,12 @@ def test_profiles_cover_init_snapshots_and_final_for_every_architecture(tmp_path
     fake_neural_model(corpus, arch="lstm", size=6, seed=1, snapshots=[(1, rows), (3, rows)])
     fake_neural_model(corpus, arch="gru", size=5)
     fake_neural_model(corpus, arch="lstm-srnn-hidden", size=6)
+    fake_neural_model(corpus, arch="rnn", size=4, layers=2)
     ctx = _ctx(max_lag=30, windows=3, warmup=5)
     df = vanishing.compute(ctx)
-    assert set(df["arch"]) == {"lstm", "gru", "lstm-srnn-hidden"}
+    assert set(df["arch"]) == {"lstm", "gru", "lstm-srnn-hidden", "rnn"}
+    assert set(df[df["arch"] == "rnn"]["layer"]) == {0, 1}  # every layer, the headline from the top one
+    assert set(vanishing.headline(df).query("arch == 'rnn'")["layer"]) == {1}
     seed0 = df[(df["arch"] == "lstm") & (df["seed"] == 0)]
     assert seed0.groupby("checkpoint")["chars"].first().to_dict() == {"init": 0, "step 1": 100, "step 3": 300,
                                                                        "final": 1000}  # fmt: skip
