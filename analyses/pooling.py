@@ -34,8 +34,10 @@ interpolated onto 100 relative positions, min-max normalised; one seed, where Ma
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from collections import Counter
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -54,7 +56,7 @@ from charlm.classifier import (
 )
 from charlm.gradients import to_bins
 from charlm.paths import complete_metrics
-from charlm.train import TrainingDiverged
+from charlm.train import TrainingDiverged, file_sha256
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
@@ -282,13 +284,28 @@ def compute(ctx: Context) -> pd.DataFrame:
                 )  # fmt: skip
                 here = {**base, "pool": pool, "position": position, "train_size": size}
                 try:
-                    folder = train_classifier(config, train, sets["val"], root)
+                    folder = _trained(ctx, config, train, sets["val"], root)
                 except TrainingDiverged as err:
                     ctx.say(f"pooling: {err}")
                     rows.append({**here, "measure": "diverged", "value": 1.0})
                     continue
                 rows += _measure(ctx, folder, sets["test"], here, size == max(s["train_sizes"]), s)
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _trained(ctx: Context, config: ClassifierConfig, train: Examples, val: Examples, root) -> Path:
+    """The folder of a trained classifier (trained now if missing); a checkpoint that is not the one its
+    metrics.json records is retrained when the context repairs, else named in one line."""
+    folder = train_classifier(config, train, val, root)
+    recorded = complete_metrics(folder / "metrics.json")["checkpoint_sha256"]
+    if file_sha256(folder / "checkpoint.pt") != recorded:
+        if not ctx.repair:
+            raise UserError(f"{folder / 'checkpoint.pt'} is damaged (not the checkpoint its metrics.json records): "
+                            f"delete {folder} to retrain it")  # fmt: skip
+        ctx.say(f"{folder / 'checkpoint.pt'} is damaged: retraining it")
+        shutil.rmtree(folder)
+        folder = train_classifier(config, train, val, root)
+    return folder
 
 
 def _measure(ctx: Context, folder, test: Examples, here: dict, with_nwi: bool, s: dict) -> list[dict]:

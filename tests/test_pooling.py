@@ -3,8 +3,10 @@ pooling succeeds (known by construction), NWI finds the span, bad input is one l
 
 from __future__ import annotations
 
+import os
 import random
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,6 +102,19 @@ def test_classifiers_are_cached_and_rerun_at_once(keyword_corpus, monkeypatch):
     monkeypatch.setattr(pooling, "normalised_word_importance", lambda *a, **k: pytest.fail("re-measured"))
     second = pooling.compute(_ctx(**settings))
     assert first.equals(second)
+
+
+def test_a_damaged_classifier_is_named_by_the_cli_and_retrained_by_the_pipeline(keyword_corpus, capsys):
+    settings = dict(SMALL, pools=["max"], max_examples=160)
+    pooling.compute(_ctx(**settings))
+    root = Path(os.environ["CHARLM_ARTIFACTS"]) / "_classifiers" / keyword_corpus.artifact_name
+    (checkpoint,) = root.glob("*/checkpoint.pt")
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-10] + b"0123456789")
+    with pytest.raises(UserError, match="is damaged"):
+        pooling.compute(_ctx(**settings))
+    repaired = Context(model_index(), common.settings(pooling, None, settings), repair=True, say=print)
+    assert not pooling.compute(repaired).empty
+    assert "retraining it" in capsys.readouterr().out
 
 
 def test_nwi_is_one_on_the_only_window_the_model_reads():
