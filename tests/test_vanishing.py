@@ -1,0 +1,239 @@
+"""Vanishing gradients: closed-form answers, an independent computation, exact initialisation, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import fake_corpus_file, fake_neural_model
+
+from analyses import common, vanishing
+from analyses.context import Context, MissingInput, model_index
+from charlm.gradients import (
+    charlm_loss,
+    charlm_state,
+    charlm_step,
+    ratio_first_over_middle,
+    ratio_middle_over_ends,
+    state_gradient_norms,
+    to_bins,
+)
+from charlm.model import ARCHS, CharLM, ModelConfig
+from corpora import run_cli
+
+
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
+
+
+def _ctx(**settings) -> Context:
+    return Context(model_index(), common.settings(vanishing, None, settings))
+
+
+# ------------------------------------------------------------------------------------------ the machinery
+
+
+@pytest.mark.parametrize("a", [0.9, -0.5, 1.1])
+def test_linear_recurrence_gradients_are_powers_of_a(a):
+    """h_t = A h_{t-1} + x_t with A = a Q (Q orthogonal), L = w . h_T: dL/dh_{T-k} = (A^T)^k w, norm |a|^k |w|."""
+    torch.manual_seed(0)
+    H, B, T = 5, 3, 30
+    Q, _ = torch.linalg.qr(torch.randn(H, H, dtype=torch.float64))
+    A = a * Q
+    w = torch.randn(B, H, dtype=torch.float64)
+
+    def step(x, s):
+        h = s["h"] @ A.T + x
+        return h, {"h": h}  # the output is the state itself: the loss reads h_T
+
+    norms = state_gradient_norms(
+        step, {"h": torch.zeros(B, H, dtype=torch.float64)}, torch.randn(T, B, H, dtype=torch.float64),
+        lambda out: (out * w).sum(1), loss_scale=2.0**40,
+    )["h"]  # fmt: skip
+    lags = np.arange(T)[::-1]  # time order: the last step is lag 0
+    expected = np.abs(a) ** lags[:, None] * w.norm(dim=1).numpy()[None]
+    np.testing.assert_allclose(norms, expected, rtol=1e-9)
+    # the ratios of a geometric profile: |a|^K over the mean of |a|^k in the middle 10 % of lags, so between
+    # |a|^(0.55 K) and |a|^(0.45 K); the notes' middle-over-end form gives the same band
+    K, g = T - 1, np.abs(a) ** lags
+    assert ratio_first_over_middle(g) == pytest.approx(g[0] / to_bins(g)[45:55].mean())
+    band = sorted([np.abs(a) ** (0.55 * K), np.abs(a) ** (0.45 * K)])
+    assert band[0] <= ratio_first_over_middle(g) <= band[1]
+    assert band[0] <= ratio_middle_over_ends(g) <= band[1]
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_carried_state_gradient_equals_the_gradient_of_a_run_started_after_it(arch, layers):
+    """Independent computation: dL_T/d state_{T-k} is the gradient w.r.t. the initial state of the whole-sequence
+    forward (torch's fused kernel where there is one) started right after step T-k (top layer)."""
+    torch.manual_seed(1)
+    model = CharLM(ModelConfig(arch, vocab_size=7, layers=layers, size=6)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(8.0)  # larger weights than the init: gradients that still matter many steps back
+    B, T = 3, 12
+    ids = torch.randint(0, 7, (B, T + 1))
+    window, target = ids[:, :T], ids[:, T]
+    state0 = charlm_state(model, ids[:, :0], B)
+    norms = state_gradient_norms(charlm_step(model), state0, window.unbind(1), charlm_loss(model, target))
+    for k in (0, 1, 5, T - 1):
+        t = T - 1 - k  # the step whose carried state is differentiated
+        with torch.no_grad():
+            _, before = model.forward_with_state(window[:, : t + 1])
+        leaves = [tuple(x.clone().requires_grad_() for x in s) for s in before]
+        rest = window[:, t + 1 :]
+        if rest.shape[1]:
+            logits, _ = model.forward_with_state(rest, leaves, fused=True)
+            logits = logits[:, -1]
+        else:  # k = 0: the loss reads the top h directly (lower layers reach it through the layer above: k > 0 checks)
+            leaves = leaves[-1:]
+            logits = model.head(leaves[0][0])
+        loss = torch.nn.functional.cross_entropy(logits, target, reduction="sum")
+        grads = torch.autograd.grad(loss, [x for s in leaves for x in s], allow_unused=True)
+        first = len(model.layers) - len(leaves)
+        flat_names = [
+            f"layers.{l}.{n}" for l, layer in enumerate(model.layers) if l >= first for n in layer.state_names
+        ]
+        for name, g in zip(flat_names, grads):
+            if not name.startswith(f"layers.{layers - 1}."):
+                continue  # a lower layer's h also reaches the layer above within its own step: not a restart
+            expected = np.zeros(B) if g is None else g.double().norm(dim=1).numpy()
+            np.testing.assert_allclose(norms[name][t], expected, rtol=1e-4, atol=1e-9, err_msg=f"{name} lag {k}")
+
+
+def test_srnn_hidden_keeps_nothing_in_h():
+    """-S-RNN-HIDDEN: no gate reads h, so dL/dh_{T-k} = 0 for k > 0 (the c values are checked against the
+    independent computation above); and the loss reads h_T, so dL/dc_T = 0 for every architecture."""
+    torch.manual_seed(2)
+    model = CharLM(ModelConfig("lstm-srnn-hidden", vocab_size=5, layers=1, size=4)).eval()
+    ids = torch.randint(0, 5, (2, 9))
+    norms = state_gradient_norms(
+        charlm_step(model), charlm_state(model, None, 2), ids[:, :8].unbind(1), charlm_loss(model, ids[:, 8])
+    )
+    assert np.all(norms["layers.0.h"][:-1] == 0) and np.all(norms["layers.0.h"][-1] > 0)
+    assert np.all(norms["layers.0.c"][-1] == 0) and np.all(norms["layers.0.c"][:-1] > 0)
+
+
+# ------------------------------------------------------------------------------------------ the analysis
+
+
+def _set_weights(out, update):
+    """Rewrite a fake model's checkpoint with weights set by the test (the payload format kept)."""
+    path = out / "checkpoint.pt"
+    payload = torch.load(path, weights_only=True)
+    update(payload["state_dict"])
+    torch.save(payload, path)
+
+
+def test_vanishing_ratio_of_a_near_linear_rnn_is_a_to_the_half_window(tmp_path, artifacts):
+    """An Elman RNN with U = a I and tiny inputs stays in tanh's linear range: g_k = a^k g_0, so the ratio
+    through the whole analysis is the ratio of the profile a^k (known by construction)."""
+    corpus = fake_corpus_file(tmp_path, n_bytes=20000)
+    a, H = 0.95, 4
+    out = fake_neural_model(corpus, arch="rnn", size=H)
+
+    def linear(sd):
+        sd["layers.0.rnn.weight_hh_l0"] = a * torch.eye(H)
+        sd["layers.0.rnn.weight_ih_l0"] = 1e-5 * sd["layers.0.rnn.weight_ih_l0"]
+        for name in ("layers.0.rnn.bias_ih_l0", "layers.0.rnn.bias_hh_l0"):
+            sd[name] = torch.zeros(H)
+
+    _set_weights(out, linear)
+    ctx = _ctx(max_lag=60, windows=4, warmup=10, snapshots=0)
+    row = ctx.models(arch="rnn").iloc[0]
+    expected = ratio_first_over_middle(a ** np.arange(61)[::-1])
+    assert vanishing.vanishing_ratio(ctx, row, settings=ctx.settings) == pytest.approx(expected, rel=1e-3)
+    df = vanishing.compute(ctx)
+    final = df[(df["checkpoint"] == "final") & (df["state"] == "h")].set_index("lag")
+    np.testing.assert_allclose(final.loc[[1, 10, 60], "grad_norm"] / final.loc[0, "grad_norm"], a ** np.r_[1, 10, 60],
+                               rtol=1e-3)  # fmt: skip
+    assert final["ratio"].iloc[0] == pytest.approx(expected, rel=1e-3)
+
+
+def test_profiles_cover_init_snapshots_and_final_for_every_architecture(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path, n_bytes=20000)
+    rows = np.zeros((corpus.split("test").size - 1, corpus.vocab_size), dtype=np.float32)
+    fake_neural_model(corpus, arch="lstm", size=6, snapshots=[(1, rows), (3, rows)])
+    fake_neural_model(corpus, arch="lstm", size=6, seed=1, snapshots=[(1, rows), (3, rows)])
+    fake_neural_model(corpus, arch="gru", size=5)
+    fake_neural_model(corpus, arch="lstm-srnn-hidden", size=6)
+    fake_neural_model(corpus, arch="rnn", size=4, layers=2)
+    ctx = _ctx(max_lag=30, windows=3, warmup=5)
+    df = vanishing.compute(ctx)
+    assert set(df["arch"]) == {"lstm", "gru", "lstm-srnn-hidden", "rnn"}
+    assert set(df[df["arch"] == "rnn"]["layer"]) == {0, 1}  # every layer, the headline from the top one
+    assert set(vanishing.headline(df).query("arch == 'rnn'")["layer"]) == {1}
+    seed0 = df[(df["arch"] == "lstm") & (df["seed"] == 0)]
+    assert seed0.groupby("checkpoint")["chars"].first().to_dict() == {"init": 0, "step 1": 100, "step 3": 300,
+                                                                       "final": 1000}  # fmt: skip
+    assert set(df[(df["arch"] == "lstm") & (df["seed"] == 1)]["checkpoint"]) == {"init", "final"}  # snapshot_seeds=1
+    assert set(df[df["arch"] == "gru"]["state"]) == {"h"}  # no cell, no c
+    assert df[df["state"] == "c"]["lag"].min() == 1  # dL_T/dc_T = 0 by construction: not kept
+    hidden = df[(df["arch"] == "lstm-srnn-hidden") & (df["state"] == "h")]
+    assert (hidden[hidden["lag"] > 0]["grad_norm"] == 0).all()
+    # the initial model is exactly the one training started from: a different seed gives a different profile
+    init = df[(df["checkpoint"] == "init") & (df["arch"] == "lstm") & (df["state"] == "c")]
+    assert not np.allclose(*(g["grad_norm"].to_numpy() for _, g in init.groupby("seed")))
+    fig = vanishing.plot(df)
+    assert len(fig.axes) == 3
+    assert "vanishing ratio" in vanishing.caption(df).lower()
+    assert "Maini" in vanishing.summary(df)
+    table = vanishing.with_paper(df)
+    assert {"ours, " + corpus.name, "Maini et al. Table 2, 1K examples"} <= set(table["source"])
+
+
+def test_initial_model_is_the_one_training_starts_from(tmp_path, artifacts):
+    from charlm.train import LanguageModelTask, TrainConfig
+
+    corpus = fake_corpus_file(tmp_path)
+    fake_neural_model(corpus, arch="gru", size=5, seed=3)
+    ctx = _ctx()
+    row = ctx.models().iloc[0]
+    config = TrainConfig(corpus=corpus.source, arch="gru", layers=1, size=5, seed=3, batch_size=4, unroll=10)
+    task = LanguageModelTask(config, corpus, torch.device("cpu"))
+    rebuilt = vanishing.initial_model(ctx, row)
+    for (name, p), q in zip(task.model.state_dict().items(), rebuilt.state_dict().values()):
+        assert torch.equal(p, q), name
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def test_asking_for_the_cell_of_models_without_one_is_one_line_and_exit_2(tmp_path, artifacts, capsys):
+    corpus = fake_corpus_file(tmp_path)
+    fake_neural_model(corpus, arch="rnn", size=5)
+    with pytest.raises(MissingInput, match="no memory cell"):
+        vanishing.compute(_ctx(states=["c"]))
+    code = run_cli(vanishing.main, ["--corpus", corpus.source, "--set", 'states=["c"]'])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "memory cell" in err[0]
+    with pytest.raises(MissingInput, match="keeps only h"):
+        vanishing.vanishing_ratio(_ctx(), model_index().iloc[0], state="c")
+
+
+def test_a_lag_longer_than_the_split_is_one_line_and_exit_2(tmp_path, artifacts, capsys):
+    corpus = fake_corpus_file(tmp_path)
+    fake_neural_model(corpus, arch="lstm", size=5)
+    n = corpus.split("test").size
+    code = run_cli(vanishing.main, ["--corpus", corpus.source, "--set", f"max_lag={n}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"a lag of {n}" in err[0]
+    code = run_cli(vanishing.main, ["--corpus", corpus.source, "--set", "states=x"])
+    assert code == 2 and "states must be" in capsys.readouterr().err
+
+
+def test_cached_profiles_are_reused_and_keyed_by_the_settings(tmp_path, artifacts, monkeypatch):
+    corpus = fake_corpus_file(tmp_path)
+    fake_neural_model(corpus, arch="lstm", size=5)
+    ctx = _ctx(max_lag=20, windows=2, warmup=5, snapshots=0)
+    first = vanishing.compute(ctx)
+    calls = []
+    monkeypatch.setattr(vanishing, "lag_profile", lambda *a: calls.append(1) or {})
+    pd.testing.assert_frame_equal(vanishing.compute(ctx), first)
+    assert calls == []
+    vanishing.compute(_ctx(max_lag=21, windows=2, warmup=5, snapshots=0))
+    assert calls  # another lag range is another computation
