@@ -39,13 +39,16 @@ TITLE = "Gate saturation"
 QUESTION = "How often is each gate nearly shut (< 0.1) or nearly open (> 0.9), and do the paper's regimes appear?"
 PAPER_SOURCE = "Karpathy et al. (2016), sec 4.2 'Gate activation statistics' and Fig. 3 (qualitative claims, 3 layers)"
 
-GATED = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru")  # architectures with gates, report order
-GATELESS = ("rnn", "lstm-gates")  # the Elman S-RNN, alone or at the LSTM's width: nothing to saturate
+GATED = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru", "gru-paper", "proto-lstm",
+         "pseudo-lstm")  # architectures with gates, report order  # fmt: skip
+GATELESS = ("rnn", "lstm-gates", "cbow", "cbow-tanh")  # the Elman S-RNN and the CBOW RNNs: nothing to saturate
+GRUS = ("gru", "gru-paper")  # torch's form and the papers' form: the same gates r and z
 GATES = ("i", "f", "o", "r", "z")  # traced gate names, in panel order
 GATE_NAMES = {"i": "input gate i", "f": "forget gate f", "o": "output gate o", "r": "reset gate r",
               "z": "update gate z"}  # fmt: skip
 LABELS = {"lstm": "LSTM", "gru": "GRU", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
-          "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN"}  # fmt: skip
+          "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "gru-paper": "GRU (papers' form)",
+          "proto-lstm": "prototype LSTM", "pseudo-lstm": "pseudo-LSTM"}  # fmt: skip
 
 LEFT, RIGHT = 0.1, 0.9  # sec 4.2: left-saturated below 0.1, right-saturated above 0.9
 ALWAYS = 0.9  # a cell "almost always" saturated on one side: at least 90 % of the excerpt's steps (our reading)
@@ -178,7 +181,7 @@ def _group_findings(g: pd.DataFrame) -> list[tuple]:
                 f"{stuck.mean():.1f} cells per model saturated on one side >= {ALWAYS:.0%} of the time; max left "
                 f"{o['left'].max():.1%}, right {o['right'].max():.1%}", stuck.sum() == 0,
             ))  # fmt: skip
-        if layer == 1 and g["arch"].iloc[0] == "gru":
+        if layer == 1 and g["arch"].iloc[0] in GRUS:
             r, z = lg[lg["gate"] == "r"], lg[lg["gate"] == "z"]
             r_rare, z_rare = (r["right"] < RARELY).mean(), (z["left"] < RARELY).mean()
             out.append((

@@ -49,9 +49,12 @@ TITLE = "The memory cell as a weighted sum"
 QUESTION = "Does the cell compute Levy et al.'s element-wise weighted sum, which context does it weigh, and how long?"
 PAPER_SOURCE = "Levy et al. (2018), eq. 8 and appendix A (Table 5); review version footnote 1 (the GRU)"
 
-WITH_CELL = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru")  # a gated additive memory
-WITHOUT_CELL = ("rnn", "lstm-gates")  # the Elman S-RNN: no gates, no weighted sum
-LABELS = {"lstm": "LSTM", "gru": "GRU", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
+WITH_CELL = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru", "gru-paper", "proto-lstm",
+             "pseudo-lstm")  # a gated additive memory  # fmt: skip
+WITHOUT_CELL = ("rnn", "lstm-gates", "cbow", "cbow-tanh")  # no gates (cbow's fixed decay is not a learned gate)
+GRUS = ("gru", "gru-paper")  # a weighted average of htilde with the coupled weights z and 1 - z
+LABELS = {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU (papers' form)", "proto-lstm": "prototype LSTM",
+          "pseudo-lstm": "pseudo-LSTM", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
           "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN"}  # fmt: skip
 
 TOLERANCE = 1e-4  # the identity "holds" when the max abs error is below this times max(1, max |state|) (float32)
@@ -116,7 +119,7 @@ def weight_rms(w: np.ndarray) -> np.ndarray:
 def _cell_parts(arch: str, trace: dict, layer: int) -> tuple[np.ndarray, ...]:
     """(write, keep, content, state) of a traced layer, float64: i, f, ctilde, c (LSTM family); z, 1 - z, htilde, h."""
     get = lambda name: trace[f"layers.{layer}.{name}"].astype(np.float64)  # noqa: E731
-    if arch == "gru":
+    if arch in GRUS:
         z = get("z")
         return z, 1.0 - z, get("htilde"), get("h")
     return get("i"), get("f"), get("ctilde"), get("c")
@@ -230,7 +233,7 @@ def _measure(ctx: Context, row: pd.Series, s: dict) -> dict[str, np.ndarray]:
 def _layer_rows(m: dict, L: str, s: dict, arch: str, heatmap: bool, sentence: list, vocab, frequency) -> list:
     """The table's rows for one layer of one model (see compute)."""
     scalars = {"identity_error": m[L + "error"], "state_max": m[L + "state_max"], "diagonal": m[L + "diagonal"]}
-    if arch == "gru":
+    if arch in GRUS:
         scalars["sum_error"] = m[L + "sum_error"]
     values = np.array(list(scalars.values()), dtype=float)
     frames = [pd.DataFrame({"measure": list(scalars), "steps": s["check_length"], "value": values})]
@@ -327,7 +330,7 @@ def _layer_findings(g: pd.DataFrame) -> list[tuple]:
     out = [("eq. 8 identity", "exact: c_t = sum_j w_j^t ctilde_j", error,
             f"max |error| {error:.1e} over {check:,} steps (|state| up to {scale:.1f})",
             error <= TOLERANCE * max(1.0, scale))]  # fmt: skip
-    if (g["arch"] == "gru").any():
+    if g["arch"].isin(GRUS).any():
         sum_error = value("sum_error").max()
         words = f"max |sum_j w_j^t + prod(1 - z) - 1| = {sum_error:.1e}"
         paper = "a weighted average, since the gates are coupled (footnote 1)"

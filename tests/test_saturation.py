@@ -107,16 +107,18 @@ def test_the_grus_z_is_the_weight_on_the_candidate(tmp_path, artifacts):
 
 def test_the_table_plot_and_words_cover_every_gated_architecture(tmp_path, artifacts):
     corpus = fake_corpus_file(tmp_path)
-    for arch in ("lstm", "gru", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "rnn", "lstm-gates"):
+    for arch in ("lstm", "gru", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "rnn", "lstm-gates", "gru-paper",
+                 "proto-lstm", "pseudo-lstm", "cbow"):  # fmt: skip
         fake_neural_model(corpus, arch=arch, size=8)
     df = saturation.compute(_ctx())
     assert set(df["arch"]) == set(saturation.GATED)  # the gateless ones are not read
     gates = df.groupby("arch")["gate"].unique().map(set)
     assert gates["lstm"] == gates["lstm-srnn"] == {"i", "f", "o"}
     assert gates["lstm-srnn-out"] == gates["lstm-srnn-hidden"] == {"i", "f"} and gates["gru"] == {"r", "z"}
+    assert gates["gru-paper"] == {"r", "z"} and gates["proto-lstm"] == gates["pseudo-lstm"] == {"i", "f", "o"}
     assert ((df["left"] + df["right"]) <= 1).all()
     fig = saturation.plot(df)
-    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 3 + 2 + 3 + 2 + 2
+    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 3 + 2 + 3 + 2 + 2 + 2 + 3 + 3
     text = saturation.caption(df)
     assert "one layer" in text and "found in" in text
     assert len(saturation.with_paper(df)) > 0 and saturation.notes(df)
