@@ -86,8 +86,16 @@ def _unb64(text: str, dtype) -> np.ndarray:
 
 
 def _to_arrays(df: pd.DataFrame) -> dict[str, np.ndarray]:
-    """A frame as plain arrays for ctx.cached (numbers stay numbers, everything else becomes str)."""
-    return {c: (df[c].to_numpy() if df[c].dtype.kind in "biuf" else df[c].astype(str).to_numpy()) for c in df}
+    """A frame as plain arrays for ctx.cached: numbers stay numbers, text becomes fixed-width str ("" = missing)."""
+    return {c: df[c].to_numpy() if df[c].dtype.kind in "biuf" else df[c].fillna("").astype(str).to_numpy(dtype=str)
+            for c in df}  # fmt: skip
+
+
+def _from_arrays(arrays: dict[str, np.ndarray]) -> pd.DataFrame:
+    df = pd.DataFrame(arrays)
+    text = [c for c in df if df[c].dtype.kind not in "biuf"]
+    df[text] = df[text].replace("", np.nan)
+    return df
 
 
 def _model_label(row: pd.Series) -> str:
@@ -274,7 +282,7 @@ def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, rn
             "n_focus": int(focus.sum()),
             "paper_cell": f.paper_cell,
             "focus": f.focus_description,
-            "found": bool(test_score[best] >= (s["found_binary"] if f.kind == "binary" else s["found_count"])),
+            "found": float(test_score[best] >= (s["found_binary"] if f.kind == "binary" else s["found_count"])),
         })  # fmt: skip
         w = windows.excerpt_window(f)
         quantity = "tanh(c)" if cell_name == "c" else cell_name
@@ -332,7 +340,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                          "source": source, "split": s["split"]}  # fmt: skip
             arrays = ctx.cached("cells", cache_key, lambda row=row, windows=windows, features=features, base=base:
                                 _to_arrays(probe_model(ctx.model(row), windows, features, s, base)))  # fmt: skip
-            rows.extend(pd.DataFrame(arrays).to_dict("records"))
+            rows.extend(_from_arrays(arrays).to_dict("records"))
     df = pd.DataFrame(rows)
     for column in ("layer", "best_cell", "weight_cell", "best_cell_weight_rank", "cell", "rank", "n_focus"):
         if column in df:
@@ -458,7 +466,7 @@ def caption(df: pd.DataFrame) -> str:
             kind = fs["feature_kind"].iloc[0]
             metric = "balanced accuracy" if kind == "binary" else "R^2"
             best = fs.loc[fs["best_cell_score"].idxmax()]
-            found = list(fs.loc[fs["found"].astype(bool), "model"])
+            found = list(fs.loc[fs["found"] == 1, "model"])
             paper = fs["paper_cell"].fillna("").iloc[0]
             lead = f"{feature}" + (f" (Fig 2: {paper})" if paper else "")
             items.append(

@@ -297,7 +297,7 @@ def test_whitespace_is_visible_and_utf8_characters_stay_whole():
     assert chars == ["a", "\u00b7", "b", "\u2192\t", "c", "", "\u21b5\n", "é", ""]
 
 
-HOSTILE = b'int x = a < b && c > d; /* </script><script>alert(1)</script> <!-- */\n'
+HOSTILE = b"int x = a < b && c > d; /* </script><script>alert(1)</script> <!-- */\n"
 
 
 def hostile_fragment() -> str:
