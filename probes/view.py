@@ -18,6 +18,7 @@ Command line:
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import html
 import json
@@ -105,6 +106,10 @@ _JS = """
     });
     if (values.map(String).indexOf(old) >= 0) { select.value = old; }
   }
+  data.series.forEach(function (s) {  // values: base64 of int8, value x 127
+    var raw = atob(s.values); s.decoded = new Int8Array(raw.length);
+    for (var k = 0; k < raw.length; k++) { s.decoded[k] = raw.charCodeAt(k); }
+  });
   function unique(xs) { return xs.filter(function (x, k) { return xs.indexOf(x) === k; }); }
   function layers() {
     return unique(data.series.filter(function (s) { return s.model === sel.model.value; })
@@ -128,7 +133,7 @@ _JS = """
       var shown = ch;
       if (ch.charAt(0) === "\\u21b5" || ch.charAt(0) === "\\u2192" || ch === "\\u00b7") { span.className = "ws"; }
       if (text.underline && text.underline[t]) { span.className += " on"; }
-      span.style.backgroundColor = colour(s.values[t] / 100);
+      span.style.backgroundColor = colour(s.decoded[t] / 127);
       span.textContent = shown;
       span.dataset.t = String(t);
       frag.appendChild(span);
@@ -141,7 +146,7 @@ _JS = """
     var s = data.series[Number(sel.cell.value)];
     if (t === undefined || !s) { return; }
     var text = data.texts[s.text];
-    status.textContent = "character " + t + ": " + s.quantity + " = " + (s.values[Number(t)] / 100).toFixed(2) +
+    status.textContent = "character " + t + ": " + s.quantity + " = " + (s.decoded[Number(t)] / 127).toFixed(2) +
       (text.labels ? ", " + text.feature + " = " + text.labels[Number(t)] : "");
   });
   function onModel() {
@@ -174,7 +179,7 @@ def _static_spans(chars: list[str], values: np.ndarray, underline) -> str:
         if underline is not None and underline[t]:
             classes.append("on")
         cls = f' class="{" ".join(classes)}"' if classes else ""
-        parts.append(f'<span{cls} style="background-color:{colour(values[t] / 100)}">{html.escape(ch)}</span>')
+        parts.append(f'<span{cls} style="background-color:{colour(values[t] / 127)}">{html.escape(ch)}</span>')
     return "".join(parts)
 
 
@@ -189,24 +194,26 @@ def viewer_html(texts: dict[str, dict], series: list[dict], heading: str = "") -
     if not series:
         raise ValueError("a viewer needs at least one series")
     data = {"texts": {}, "series": [], "models": []}
+    static_values = []
     for key, t in texts.items():
         labels = None if t.get("labels") is None else [int(v) for v in np.asarray(t["labels"])]
         underline = [int(v > 0) for v in labels] if labels is not None and t.get("underline") else None
         data["texts"][key] = {"chars": display_chars(bytes(t["text"])), "feature": t.get("feature", ""),
                               "labels": labels, "underline": underline}  # fmt: skip
     for s in series:
-        values = np.rint(np.clip(np.nan_to_num(np.asarray(s["values"], dtype=float)), -1, 1) * 100).astype(int)
+        values = np.rint(np.clip(np.nan_to_num(np.asarray(s["values"], dtype=float)), -1, 1) * 127).astype(np.int8)
         if values.size != len(data["texts"][s["text"]]["chars"]):
             raise ValueError(f"series {s['label']!r} has {values.size} values for a text of a different length")
+        static_values.append(values)
         data["series"].append({**{k: s[k] for k in ("model", "layer", "cell", "text", "quantity", "label", "title")},
-                               "values": values.tolist()})  # fmt: skip
+                               "values": base64.b64encode(values.tobytes()).decode("ascii")})  # fmt: skip
         if s["model"] not in data["models"]:
             data["models"].append(s["model"])
     payload = _json_for_script(data)
     uid = "cells-viewer-" + hashlib.sha256(payload.encode()).hexdigest()[:10]
     first = data["series"][0]
     text = data["texts"][first["text"]]
-    static = _static_spans(text["chars"], np.asarray(first["values"]), text["underline"])
+    static = _static_spans(text["chars"], static_values[0], text["underline"])
     head = f'<p class="cv-heading">{html.escape(heading)}</p>' if heading else ""
     css, script = _CSS.replace("#ID", "#" + uid), _JS.replace('"ID"', json.dumps(uid))
     return (
