@@ -393,6 +393,7 @@ def plot(df: pd.DataFrame):
     heat_h, strip_h = 0.24 * rows + 1.5, 0.95
     ncols = max(1, len(corpora_))
     fig = plt.figure(figsize=(5.6 * ncols, 2 * heat_h + strip_h * len(strips)), layout="constrained")
+    fig.set_layout_engine("none")  # until the end: seaborn draws the figure to colour each annotation
     grid = fig.add_gridspec(2 + len(strips), ncols, height_ratios=[heat_h] * 2 + [strip_h] * len(strips))
     for r, (column, control) in enumerate((("selectivity", "character"), ("selectivity_trigram", "trigram"))):
         for k, corpus in enumerate(corpora_):
@@ -411,6 +412,7 @@ def plot(df: pd.DataFrame):
         ax = fig.add_subplot(grid[2 + r, :])
         strip_axes(ax, chars, values, underline, width=120, lines=4)
         ax.set_title(title, fontsize=8, loc="left")
+    fig.set_layout_engine("constrained")
     return fig
 
 
@@ -504,20 +506,23 @@ def caption(df: pd.DataFrame) -> str:
             paper = fs["paper_cell"].fillna("").iloc[0]
             per_model = ", ".join(f"{r['model']} {r['best_cell_score']:.2f}" for _, r in ranked.iterrows())
             found = list(ranked.loc[ranked["found"] == 1, "model"])
-            share = (f", {best['best_cell_share']:.0%} of the full probe's {best['probe_score']:.2f} over chance"
-                     if np.isfinite(best["best_cell_share"]) else ", the full probe itself near chance")  # fmt: skip
-            items.append(
-                f"{feature}{f' (Fig 2: {paper})' if paper else ''}: the best single cell alone reaches {metric} "
-                f"{per_model}; one passes {best['found_at']:g} in {', '.join(found) if found else 'no architecture'}. "
-                f"Zeroing the {best['model']}'s cell {int(best['best_cell'])} ({best['internal']}{share}) takes its "
-                f"probe from {best['probe_score']:.2f} to {best['probe_zero_best']:.2f} "
-                f"({best['probe_zero_random']:.2f} with {_count(best['random_cells'])} random cells zeroed) and "
-                f"changes the loss on {best['focus']} "
-                f"({int(best['n_focus'])} predictions) by {best['lm_delta_best']:+.3f} nats "
-                f"({best['lm_delta_random']:+.3f} for the random cells, {best['lm_delta_best_elsewhere']:+.3f} "
-                "elsewhere)."
+            share = (f"; {best['best_cell_share']:.0%} of its probe's gain over chance"
+                     if np.isfinite(best["best_cell_share"]) else "; its probe is near chance")  # fmt: skip
+            text = (
+                f"{feature}{f' (Fig 2: {paper})' if paper else ''}, best single cell alone ({metric}): "
+                f"{per_model}; passes {best['found_at']:g} in {', '.join(found) if found else 'none'}."
             )
-        parts.append(f"{corpus}. " + " ".join(items))
+            if paper:  # the paper's cells: what zeroing the best one does
+                text += (
+                    f" Zeroing the {best['model']}'s cell {int(best['best_cell'])} ({best['internal']}{share}) moves "
+                    f"its probe {best['probe_score']:.2f} -> {best['probe_zero_best']:.2f} "
+                    f"({_count(best['random_cells'])} random cells: {best['probe_zero_random']:.2f}) and the loss on "
+                    f"{best['focus']} "
+                    f"({int(best['n_focus'])} predictions) by {best['lm_delta_best']:+.3f} nats (random cells "
+                    f"{best['lm_delta_random']:+.3f}; elsewhere {best['lm_delta_best_elsewhere']:+.3f})."
+                )  # fmt: skip
+            items.append(text)
+        parts.append(f"{corpus}. " + " ".join(items) + _survival(sub))
     if not probes_.empty:
         lines = []
         for column, control in (("selectivity", "character"), ("selectivity_trigram", "trigram")):
@@ -539,6 +544,28 @@ def caption(df: pd.DataFrame) -> str:
         "is weak."
     )
     return "\n\n".join(parts)
+
+
+def _survival(cells: pd.DataFrame) -> str:
+    """Do the LSTM's cells survive Levy's ablations? Which of the features whose single cell passes in the LSTM
+    also pass in each ablation."""
+    lstm = cells[cells["arch"] == "lstm"]
+    if lstm.empty:
+        return ""
+    widest = lstm[lstm["size"] == lstm["size"].max()]
+    kept = sorted(set(widest.loc[widest["found"] == 1, "feature"]))
+    if not kept:
+        return " No single LSTM cell passes for any feature, so there is nothing for the ablations to keep."
+    parts = []
+    for arch in ARCH_ORDER[3:]:
+        sub = cells[(cells["arch"] == arch) & cells["feature"].isin(kept)]
+        if not sub.empty:
+            have = sorted(set(sub.loc[sub["found"] == 1, "feature"]))
+            parts.append(f"{ARCH_LABELS[arch]} {len(have)} ({', '.join(have) if have else 'none'})")
+    if not parts:
+        return ""
+    return (f" Of the {len(kept)} features with a passing LSTM cell ({', '.join(kept)}), Levy's ablations keep: "
+            + "; ".join(parts) + ".")  # fmt: skip
 
 
 def _count(cells_text) -> int:

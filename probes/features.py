@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -139,6 +140,7 @@ _CONDITION_KEYWORDS = {"if", "for", "while"}
 _IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+@lru_cache(maxsize=2)  # four features read the same pass over the same text
 def lex_c(text: bytes) -> dict[str, np.ndarray]:
     """One pass of a small C lexer: per character (state after reading it) in_comment, in_string, brace_depth,
     in_condition. Robust to starting mid-file: a newline ends a string or character literal, braces reset the
@@ -217,19 +219,19 @@ def indent_level(text: bytes, tab: int = 8) -> np.ndarray:
 
 
 def in_comment(text: bytes) -> np.ndarray:
-    return lex_c(text)["in_comment"]
+    return lex_c(bytes(text))["in_comment"].copy()
 
 
 def in_string(text: bytes) -> np.ndarray:
-    return lex_c(text)["in_string"]
+    return lex_c(bytes(text))["in_string"].copy()
 
 
 def brace_depth(text: bytes) -> np.ndarray:
-    return lex_c(text)["brace_depth"]
+    return lex_c(bytes(text))["brace_depth"].copy()
 
 
 def in_condition(text: bytes) -> np.ndarray:
-    return lex_c(text)["in_condition"]
+    return lex_c(bytes(text))["in_condition"].copy()
 
 
 # ------------------------------------------------------------------------------------------ focus positions

@@ -242,27 +242,37 @@ def standalone_page(fragment: str, title: str) -> str:
 
 
 def strip_axes(ax, chars: list[str], values: np.ndarray, underline=None, width: int = 100, lines: int = 6) -> None:
-    """Draw text coloured by values on a matplotlib axis (the static image of the viewer), one box per byte."""
-    from matplotlib.patches import Rectangle
+    """Draw text coloured by values on a matplotlib axis (the static image of the viewer): one cell per byte, up to
+    `width` per line and `lines` lines. The colours are one image; the glyphs stay out of the layout engine."""
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgb
 
     ax.set_axis_off()
+    background = np.ones((lines, width, 3))
+    glyphs, rules = [], []
     row, col = 0, 0
     for t, ch in enumerate(chars):
         if row >= lines:
             break
         if ch == "":
             continue
-        glyph = ch.replace("\n", "").replace("\t", "")
-        ax.add_patch(Rectangle((col, -row - 1), 1, 1, facecolor=colour(values[t]), edgecolor="none"))
-        ax.text(col + 0.5, -row - 0.5, glyph, ha="center", va="center", family="monospace", fontsize=6.5,
-                color="#8a8a8a" if glyph in ("\u21b5", "\u2192", "\u00b7") else "#111")  # fmt: skip
+        background[row, col] = to_rgb(colour(values[t]))
+        glyphs.append((col, row, ch.replace("\n", "").replace("\t", "")))
         if underline is not None and underline[t]:
-            ax.plot([col + 0.1, col + 0.9], [-row - 0.92] * 2, color="#333", lw=0.5)
+            rules.append([(col + 0.1, row + 0.9), (col + 0.9, row + 0.9)])
         col += 1
         if ch.endswith("\n") or col >= width:
             row, col = row + 1, 0
+    ax.imshow(background, extent=(0, width, lines, 0), aspect="auto", interpolation="nearest")
+    for col, row, glyph in glyphs:
+        faint = glyph in ("\u21b5", "\u2192", "\u00b7")
+        text = ax.text(col + 0.5, row + 0.5, glyph, ha="center", va="center", family="monospace", fontsize=6.5,
+                       color="#8a8a8a" if faint else "#111")  # fmt: skip
+        text.set_in_layout(False)
+    if rules:
+        ax.add_collection(LineCollection(rules, colors="#333", linewidths=0.5))
     ax.set_xlim(0, width)
-    ax.set_ylim(-lines, 0)
+    ax.set_ylim(lines, 0)
 
 
 # ------------------------------------------------------------------------------------------ command line
