@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import sys
+from functools import lru_cache
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -98,8 +99,24 @@ def _from_arrays(arrays: dict[str, np.ndarray]) -> pd.DataFrame:
     return df
 
 
-def _model_label(row: pd.Series) -> str:
-    return f"{ARCH_LABELS.get(row['arch'], row['arch'])} {int(row['layers'])}x{int(row['size'])}"
+def _model_label(row: pd.Series, with_seed: bool = False) -> str:
+    label = f"{ARCH_LABELS.get(row['arch'], row['arch'])} {int(row['layers'])}x{int(row['size'])}"
+    return label + (f" s{int(row['seed'])}" if with_seed else "")
+
+
+@lru_cache(maxsize=1)
+def suite_internals() -> frozenset[str]:
+    """The names of every internal any architecture of charlm.model traces (`layers.{l}.{name}`)."""
+    import torch
+
+    from charlm.model import ARCHS, CharLM, ModelConfig
+
+    names = set()
+    with torch.no_grad():
+        for arch in ARCHS:
+            trace = CharLM(ModelConfig(arch, vocab_size=2, layers=1, size=2)).trace(torch.zeros(1, 1, dtype=torch.long))
+            names.update(k.rsplit(".", 1)[1] for k in trace)
+    return frozenset(names)
 
 
 def _probed_models(ctx: Context, key: str, seeds: int) -> pd.DataFrame:
@@ -309,6 +326,10 @@ def compute(ctx: Context) -> pd.DataFrame:
     """Probe every selected model of every corpus (lowest seed per configuration) on the same windows."""
     s = ctx.settings
     wanted = list(s["features"] or [])
+    unknown = sorted(set(s["internals"]) - suite_internals() - {"all"})
+    if unknown:
+        raise UserError(f"no architecture has the internal {', '.join(unknown)} "
+                        f"(internals: {', '.join(sorted(suite_internals()))}, or all)")  # fmt: skip
     corpora_ = {}
     for key in ctx.corpus_keys():
         models = _probed_models(ctx, key, int(s["seeds"]))
@@ -340,7 +361,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                 "labels": _b64(np.clip(labels, -32768, 32767), np.int16),
             })  # fmt: skip
         for _, row in models.iterrows():
-            base = {"corpus": row["corpus"], "arch": row["arch"], "model": _model_label(row),
+            base = {"corpus": row["corpus"], "arch": row["arch"], "model": _model_label(row, int(s["seeds"]) > 1),
                     "model_id": row["model_id"], "seed": int(row["seed"]), "layers": int(row["layers"]),
                     "size": int(row["size"])}  # fmt: skip
             cache_key = {"model": ctx.digest(row), "settings": s, "features": [f.name for f in features],

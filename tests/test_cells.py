@@ -119,6 +119,7 @@ def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(
         ('features=["nosuch"]', "unknown feature 'nosuch'"),
         ('features=["in_comment"]', "does not apply to the corpora analysed (prose text)"),
         ("windows=400", "do not fit"),
+        ('internals=["q"]', "no architecture has the internal q"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, artifacts, capsys, settings, message):
