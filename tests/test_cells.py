@@ -87,10 +87,14 @@ def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(
     for arch in archs:
         fake_neural_model(corpus, arch=arch, size=6)
     fake_neural_model(corpus, arch="lstm", size=6, seed=1)  # a second seed: not probed with seeds = 1
+    fake_neural_model(corpus, arch="gru", size=5, layers=2)  # every layer of a deeper model
     df = cells.compute(ctx_for(features=["line_position", "in_quotes", "in_parens"]))
 
     found = df[df["record"] == "cell"]
     assert sorted(found["arch"].unique()) == sorted(archs) and found["seed"].eq(0).all()
+    deep = df[(df["record"] == "probe") & (df["model"] == "GRU 2x5")]
+    assert set(deep["layer"].dropna()) == {0, 1} and set(found.loc[found["model"] == "GRU 2x5", "layer"]) == {0, 1}
+    found = found[found["model"] != "GRU 2x5"]
     cell_internal = found.groupby("arch")["internal"].first()
     assert (cell_internal[["lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden"]] == "c").all()
     assert (cell_internal[["rnn", "gru", "lstm-gates"]] == "h").all()
@@ -104,7 +108,7 @@ def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(
     assert isinstance(fig, matplotlib.figure.Figure)
     matplotlib.pyplot.close(fig)
     shown = cells.with_paper(table)
-    assert len(shown) == len(found) and "Fig 2" in shown.columns
+    assert len(shown) == (table["record"] == "cell").sum() and "Fig 2" in shown.columns
     assert "line_position" in cells.caption(table) and "LSTM" in cells.summary(table)
     fragment = cells.viewer_fragment(table)
     assert fragment.count('class="cells-viewer"') == 1 and "- S-RNN - HIDDEN 1x6" in fragment
