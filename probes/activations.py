@@ -1,0 +1,91 @@
+"""Activations on windows of text, clean (`trace_windows`) or with chosen cells held at zero (`run_zeroed`).
+
+Both run many windows as one batch: the hand-written cells cost one Python step per character whatever the
+batch, so 40 windows of 500 characters cost about what one window does. Row t of every array is the state
+*after reading* character t of its window (the convention of `probes.features`); each window's state is warmed
+up on the `warmup` characters before it, from zero at theirs, as `Context.trace` does.
+
+Zeroing a cell ("ablation", as NeuroX confirms a neuron ranking) needs the state inside the recurrence, which no
+hook on a fused kernel reaches: `run_zeroed` re-runs the layer loop one character at a time through each layer's
+own `trace` and multiplies the state of the chosen units by zero after every step, so the next step, the other
+units and the softmax all see the zero. For the LSTM family that zeroes c_j and h_j together, which is exact:
+h_j = o_j tanh(c_j) (or tanh(c_j)) is 0 whenever c_j is. charlm/model.py is not changed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def window_batch(ids: np.ndarray, starts: np.ndarray, length: int, warmup: int) -> np.ndarray:
+    """(B, warmup + length) int64: each window with the `warmup` characters before it (starts >= warmup)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if (starts < warmup).any() or (starts + length > ids.size).any():
+        raise ValueError(f"windows of {length} characters with {warmup} of warm-up do not fit {ids.size} characters")
+    return np.stack([ids[s - warmup : s + length] for s in starts]).astype(np.int64)
+
+
+def window_starts(n_chars: int, windows: int, length: int, warmup: int) -> np.ndarray:
+    """`windows` starts spread evenly over a text of n_chars, each with its warm-up before it, every two windows at
+    least `warmup` characters apart (so no two characters of different windows are neighbours)."""
+    if windows < 1 or warmup + length > n_chars:
+        raise ValueError(f"the text ({n_chars:,} characters) is shorter than one window with its warm-up")
+    span = n_chars - warmup - length
+    starts = warmup + np.linspace(0, span, windows).astype(np.int64)
+    if windows > 1 and np.diff(starts).min() < length + warmup:
+        raise ValueError(f"{windows} windows of {length} characters, {warmup} apart, do not fit {n_chars:,} characters")
+    return starts
+
+
+def more_windows(starts, at: np.ndarray, n_chars: int, length: int, warmup: int, extra: int) -> np.ndarray:
+    """Starts of up to `extra` more windows, each beginning a quarter window before a position of `at` (spread
+    evenly over them), kept only where it stays `warmup` characters away from `starts` and from each other."""
+    taken = [int(s) for s in starts]
+    new = []
+    at = np.asarray(at)
+    for position in at[np.linspace(0, at.size - 1, min(extra, at.size)).astype(np.int64)] if at.size else []:
+        start = int(np.clip(position - length // 4, warmup, n_chars - length))
+        if all(abs(start - s) >= length + warmup for s in taken):
+            taken.append(start)
+            new.append(start)
+    return np.array(new, dtype=np.int64)
+
+
+@torch.no_grad()
+def trace_windows(model, batch: np.ndarray, warmup: int, names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Every internal (or those in `names`) of every layer: {'layers.{l}.{name}': (B, length, H) float32}."""
+    _, cache, _ = model.run_with_cache(torch.from_numpy(batch))
+    return {k: v[:, warmup:].float().numpy() for k, v in cache.items() if names is None or k in names}
+
+
+@torch.no_grad()
+def run_zeroed(model, batch: np.ndarray, layer: int, zero: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Forward with the units `zero[b]` of `layer` held at 0 in batch row b, at every step.
+
+    batch (B, T) ids; zero (B, H) bool (a row of False is the clean run). Returns the log-probabilities of each
+    next character, (B, T - 1), and that layer's states (`h`, and `c` for the LSTM family), each (B, T, H).
+    """
+    ids = torch.from_numpy(np.asarray(batch, dtype=np.int64))
+    B, T = ids.shape
+    keep = torch.from_numpy(~np.asarray(zero, dtype=bool)).to(model.head.weight.dtype)  # (B, H)
+    x = F.one_hot(ids, model.config.vocab_size).to(model.head.weight.dtype)  # (B, T, V)
+    state = model.init_state(B)
+    names = model.layers[layer].state_names
+    outputs, states = [], {name: [] for name in names}
+    for t in range(T):
+        inp = x[:, t : t + 1]
+        for l, module in enumerate(model.layers):
+            out, s, _ = module.trace(inp, state[l], keep=False)
+            if l == layer:
+                s = tuple(v * keep for v in s)  # every state of the unit: h (and c)
+                out = out * keep[:, None]
+                for name, v in zip(names, s):
+                    states[name].append(v)
+            state[l] = s
+            inp = out  # eval mode: dropout is the identity
+        outputs.append(inp)
+    logp = torch.log_softmax(model.head(torch.cat(outputs, 1)), -1)  # (B, T, V)
+    target_logp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
+    return target_logp.numpy(), {name: torch.stack(v, 1).numpy() for name, v in states.items()}

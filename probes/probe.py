@@ -1,0 +1,327 @@
+"""Linear probes as scikit-learn estimators, Hewitt and Liang's control tasks, and single-cell probes.
+
+A probe reads a representation (one internal of one layer, rows = characters) and predicts a feature of the
+text (`probes.features`). The rules that keep a probe honest (ANCHORS.md, "Probes and control tasks"):
+
+* Train and test are different contiguous blocks of text (`block_split`): neighbouring characters are nearly
+  the same state, so a random per-character split would test on the training data.
+* Everything learned comes from the training rows only: the standardisation, the weights, and the
+  regularisation strength, chosen by cross-validation over contiguous blocks *of the training rows*.
+* Selectivity (Hewitt and Liang 2019, sec 3): the same probe, with the same hyperparameters, is fitted to a
+  control task in which every character type (here: the byte just read) has one fixed random label drawn
+  from the real label distribution. selectivity = task score - control score: what the representation
+  encodes beyond what a probe could memorise from the character alone.
+
+Binary features are scored by balanced accuracy (the mean of the per-class recalls; 0.5 for any constant
+guess), so that rare features (a sentence's first letter, 0.8 % of characters) do not hide behind the
+majority class; plain accuracy and the majority rate are reported beside it. Counts are scored by R^2
+(0 for predicting the mean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge, RidgeCV
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, r2_score
+from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+# scikit-learn 1.9 asks for these two to be explicit (plain L2, the simplified fitted attributes); older ones lack them
+_LOGISTIC_CV_OPTIONS = {k: v for k, v in {"l1_ratios": (0.0,), "use_legacy_attributes": False}.items()
+                        if k in LogisticRegressionCV().get_params()}  # fmt: skip
+CS = (0.01, 0.1, 1.0)  # inverse L2 strengths searched for logistic probes (on standardised features)
+ALPHAS = (1.0, 10.0, 100.0, 1000.0)  # L2 strengths searched for ridge probes
+
+
+def contiguous_folds(n_samples: int, groups=None, cv: int = 3, classes=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Cross-validation folds that never split a block: whole groups (one id per contiguous block of text), spread
+    so that every fold holds each class where `classes` are given (StratifiedGroupKFold, else GroupKFold); or
+    consecutive runs of rows (KFold without shuffling) when there are no groups."""
+    if groups is not None:
+        groups = np.asarray(groups)
+        n_splits = min(cv, np.unique(groups).size)
+        if n_splits < 2:
+            raise ValueError("cross-validation needs at least 2 blocks of text in the training rows")
+        if classes is not None:
+            return list(StratifiedGroupKFold(n_splits).split(np.zeros(n_samples), classes, groups=groups))
+        return list(GroupKFold(n_splits).split(np.zeros(n_samples), groups=groups))
+    return list(KFold(min(cv, n_samples)).split(np.zeros(n_samples)))
+
+
+class _LinearProbe(BaseEstimator):
+    """Standardise on the rows given to fit, then a linear model whose L2 strength is fixed, or chosen by
+    cross-validation over contiguous folds of those rows (sklearn's LogisticRegressionCV / RidgeCV, which refit the
+    best strength on all of them). The inner folds share the one standardisation of the training rows: only the
+    choice of strength could feel that, never the test rows, which fit does not receive."""
+
+    def _fit(self, X, y, groups):
+        self.scaler_ = StandardScaler().fit(X)
+        Xs = self.scaler_.transform(X)
+        fixed = getattr(self, self._strength_name)
+        if fixed is None and X.shape[0] >= 2 * self.cv:
+            classes = y if isinstance(self, ClassifierMixin) else None
+            self.model_ = self._searching_model(contiguous_folds(X.shape[0], groups, self.cv, classes)).fit(Xs, y)
+            strength = float(np.ravel(getattr(self.model_, self._strength_name + "_"))[0])
+        else:
+            grid = self._grid()
+            strength = fixed if fixed is not None else grid[len(grid) // 2]
+            self.model_ = self._fixed_model(strength).fit(Xs, y)
+        setattr(self, self._strength_name + "_", float(strength))
+        standardised = np.atleast_2d(self.model_.coef_)  # (n_outputs, d): weights on standardised features
+        self.importance_ = np.abs(standardised).max(0)  # |w| x std of each input (NeuroX's ranking, standardised)
+        self.coef_ = self.model_.coef_ / self.scaler_.scale_  # the same weights on raw activations
+        intercept = self.model_.intercept_ - standardised @ (self.scaler_.mean_ / self.scaler_.scale_)
+        self.intercept_ = float(intercept[0]) if np.ndim(self.model_.intercept_) == 0 else intercept
+        return self
+
+    def _standardised(self, X):
+        check_is_fitted(self, "model_")
+        return self.scaler_.transform(validate_data(self, X, reset=False))
+
+    def predict(self, X):
+        Xs = self._standardised(X)
+        return self.model_.predict(Xs)
+
+
+class LogisticProbe(ClassifierMixin, _LinearProbe):
+    """L2 logistic regression on standardised activations, classes weighted inversely to their frequency.
+
+    C: a fixed inverse strength (the control task reuses the task's), or None to choose it from `Cs` by
+    cross-validation (balanced accuracy) over `cv` contiguous folds of the training rows (blocks: `groups`).
+    """
+
+    _strength_name = "C"
+
+    def __init__(self, C=None, Cs=CS, cv=3, max_iter=300):
+        self.C = C
+        self.Cs = Cs
+        self.cv = cv
+        self.max_iter = max_iter
+
+    def _grid(self):
+        return tuple(self.Cs)
+
+    def _searching_model(self, folds):
+        return LogisticRegressionCV(Cs=list(self.Cs), cv=folds, class_weight="balanced", scoring="balanced_accuracy",
+                                    max_iter=self.max_iter, **_LOGISTIC_CV_OPTIONS)  # fmt: skip
+
+    def _fixed_model(self, C):
+        return LogisticRegression(C=C, class_weight="balanced", max_iter=self.max_iter)
+
+    def fit(self, X, y, groups=None):
+        X, y = validate_data(self, X, y)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if self.classes_.size < 2:
+            raise ValueError("a probe needs 2 classes in its training labels, got 1 class")
+        self._fit(X, y, groups)
+        self.n_iter_ = np.atleast_1d(self.model_.n_iter_)
+        return self
+
+    def decision_function(self, X):
+        Xs = self._standardised(X)
+        return self.model_.decision_function(Xs)
+
+    def predict_proba(self, X):
+        Xs = self._standardised(X)
+        return self.model_.predict_proba(Xs)
+
+
+class RidgeProbe(RegressorMixin, _LinearProbe):
+    """Ridge regression on standardised activations; alpha fixed, or chosen from `alphas` by cross-validation
+    (R^2) over `cv` contiguous folds of the training rows."""
+
+    _strength_name = "alpha"
+
+    def __init__(self, alpha=None, alphas=ALPHAS, cv=3):
+        self.alpha = alpha
+        self.alphas = alphas
+        self.cv = cv
+
+    def _grid(self):
+        return tuple(self.alphas)
+
+    def _searching_model(self, folds):
+        return RidgeCV(alphas=list(self.alphas), cv=folds, scoring="r2")
+
+    def _fixed_model(self, alpha):
+        return Ridge(alpha=alpha)
+
+    def fit(self, X, y, groups=None):
+        X, y = validate_data(self, X, y, y_numeric=True)
+        return self._fit(X, y.astype(np.float64), groups)
+
+
+def make_probe(kind: str, **params) -> _LinearProbe:
+    """The probe of a feature kind: "binary" -> LogisticProbe, "count" -> RidgeProbe."""
+    if kind == "binary":
+        return LogisticProbe(**params)
+    if kind == "count":
+        return RidgeProbe(**params)
+    raise ValueError(f"unknown feature kind {kind!r}")
+
+
+def score(kind: str, y_true, y_pred) -> float:
+    """The task metric: balanced accuracy for binary features, R^2 for counts."""
+    return float(balanced_accuracy_score(y_true, y_pred) if kind == "binary" else r2_score(y_true, y_pred))
+
+
+# ------------------------------------------------------------------------------------------ splits and controls
+
+
+def block_split(groups: np.ndarray, test_every: int = 4) -> np.ndarray:
+    """(n,) bool: True for the rows of every `test_every`-th block (by block id), the test blocks; the rest train.
+
+    Blocks are separate windows of text, so no pair of neighbouring characters straddles the split."""
+    return np.asarray(groups) % test_every == test_every - 1
+
+
+def context_types(text: np.ndarray, positions: np.ndarray, context: int = 1) -> np.ndarray:
+    """The control task's type of each position: the byte read there (context 1), or it with the bytes before
+    it (context 3: the trigram ending there, a harder control, as ANCHORS suggests for characters)."""
+    text = np.asarray(text, dtype=np.int64)
+    positions = np.asarray(positions)
+    if (positions < context - 1).any():
+        raise ValueError(f"a context of {context} characters needs {context - 1} characters before every position")
+    out = np.zeros(positions.shape, dtype=np.int64)
+    for back in range(context - 1, -1, -1):  # oldest byte first
+        out = out * 256 + text[positions - back]
+    return out
+
+
+def control_task(types: np.ndarray, labels: np.ndarray, kind: str, test: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Hewitt and Liang's control task: each type gets one fixed label drawn at random from the empirical
+    distribution of the real labels, the same map in every split (types: from `context_types`).
+
+    For binary features a draw that leaves one split with a single class (a rare feature over few types) is
+    redrawn with the next seed, so that the control is a task at all.
+    """
+    unique, inverse = np.unique(np.asarray(types), return_inverse=True)
+    labels = np.asarray(labels)
+    for attempt in range(100):
+        rng = np.random.default_rng(seed + attempt)
+        control = rng.choice(labels, size=unique.size)[inverse]  # i.i.d. from the empirical label distribution
+        if kind != "binary" or all(np.unique(control[part]).size > 1 for part in (~test, test)):
+            break
+    return control
+
+
+@dataclass
+class ProbeResult:
+    score: float  # task metric on the test rows (balanced accuracy or R^2)
+    baseline: float  # the same metric of the majority class / the training mean (0.5 or about 0)
+    controls: dict[str, float]  # per control task (by its name), its metric: same probe, same hyperparameters
+    accuracy: float  # plain accuracy (binary) or NaN
+    majority: float  # share of the majority class in the test rows (binary) or NaN
+    strength: float  # the chosen C (logistic) or alpha (ridge)
+    probe: _LinearProbe  # the fitted task probe (fitted on the training rows only)
+
+    def selectivity(self, control: str) -> float:
+        """Hewitt and Liang's selectivity: task score minus that control's score."""
+        return self.score - self.controls[control]
+
+
+def fit_probe(
+    X: np.ndarray,
+    labels: np.ndarray,
+    test: np.ndarray,
+    groups: np.ndarray,
+    kind: str,
+    control_types: dict[str, np.ndarray] | None = None,
+    train_stride: int = 1,
+    cv: int = 3,
+    grid: tuple | None = None,
+    seed: int = 0,
+) -> ProbeResult:
+    """Fit a probe on the training rows and score it on the test rows; the same for each control task.
+
+    X (n, d) activations; labels, groups (n,); test (n,) bool; control_types {name: (n,) types}. Only rows of
+    X[~test] (every `train_stride`-th: neighbouring characters carry nearly the same state) are given to `fit`.
+    """
+    train = np.flatnonzero(~test)[::train_stride]
+    params = {"cv": cv} | ({} if grid is None else {"Cs" if kind == "binary" else "alphas": tuple(grid)})
+    probe = make_probe(kind, **params).fit(X[train], labels[train], groups=groups[train])
+    strength = probe.C_ if kind == "binary" else probe.alpha_
+    predicted = probe.predict(X[test])
+    task_score = score(kind, labels[test], predicted)
+
+    controls = {}
+    fixed = {"C" if kind == "binary" else "alpha": strength}
+    for name, types in (control_types or {}).items():
+        control_labels = control_task(types, labels, kind, test, seed)
+        if kind == "binary" and np.unique(control_labels[train]).size < 2:
+            controls[name] = 0.5  # no draw gave the control two classes: a constant guess, at chance
+            continue
+        control_probe = make_probe(kind, **params, **fixed).fit(X[train], control_labels[train])
+        controls[name] = score(kind, control_labels[test], control_probe.predict(X[test]))
+
+    if kind == "binary":
+        majority_class = np.bincount(labels[train]).argmax()
+        baseline = score(kind, labels[test], np.full(int(test.sum()), majority_class))
+        accuracy = float(accuracy_score(labels[test], predicted))
+        majority = float(np.mean(labels[test] == majority_class))
+    else:
+        baseline = score(kind, labels[test], np.full(int(test.sum()), labels[train].mean()))
+        accuracy = majority = float("nan")
+    return ProbeResult(task_score, baseline, controls, accuracy, majority, float(strength), probe)
+
+
+# ------------------------------------------------------------------------------------------ single cells
+
+
+class SingleCells:
+    """Every cell alone as a probe, fitted on the training rows: all cells at once, for any number of features.
+
+    Binary features: a threshold on the cell, in either direction, chosen for the best training balanced accuracy
+    (the one-dimensional linear classifier). Counts: least squares on the cell (slope and intercept), R^2. The
+    training rows are sorted once per cell, so each feature costs a few cumulative sums.
+    """
+
+    def __init__(self, X: np.ndarray, test: np.ndarray):
+        self.test = np.asarray(test, dtype=bool)
+        self.Xtr, self.Xte = X[~self.test], X[self.test]
+        self.order = np.argsort(self.Xtr, axis=0, kind="stable")  # (n_train, d)
+        self.sorted = np.take_along_axis(self.Xtr, self.order, 0)
+        self.between = np.vstack([self.sorted[1:] > self.sorted[:-1], np.zeros((1, X.shape[1]), dtype=bool)])
+
+    def scores(self, labels: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(train score, test score), each (d,): balanced accuracy (binary) or R^2 (count) of each cell alone."""
+        ytr, yte = labels[~self.test], labels[self.test]
+        return self._count(ytr, yte) if kind == "count" else self._binary(ytr, yte)
+
+    def _count(self, ytr, yte):
+        mean_x, mean_y = self.Xtr.mean(0), ytr.mean()
+        slope = ((self.Xtr - mean_x) * (ytr - mean_y)[:, None]).mean(0) / np.maximum(self.Xtr.var(0), 1e-12)
+        intercept = mean_y - slope * mean_x
+
+        def r2(X, y):
+            residual = ((y[:, None] - (intercept + slope * X)) ** 2).sum(0)
+            return 1.0 - residual / max(((y - y.mean()) ** 2).sum(), 1e-12)
+
+        return r2(self.Xtr, ytr), r2(self.Xte, yte)
+
+    def _binary(self, ytr, yte):
+        positive = ytr == ytr.max()
+        P, N = max(positive.sum(), 1), max((~positive).sum(), 1)
+        pos_sorted = positive[self.order]  # (n, d)
+        # threshold after sorted row k, positive above it: recall of positives (above) and negatives (at or below)
+        balanced = 0.5 * ((P - np.cumsum(pos_sorted, 0)) / P + np.cumsum(~pos_sorted, 0) / N)  # (n, d)
+        up = np.where(self.between, balanced, -np.inf).argmax(0)
+        down = np.where(self.between, balanced, np.inf).argmin(0)  # the same threshold, positive below it
+        cols = np.arange(balanced.shape[1])
+        use_down = 1.0 - balanced[down, cols] > balanced[up, cols]
+        k = np.where(use_down, down, up)
+        threshold = 0.5 * (self.sorted[k, cols] + self.sorted[np.minimum(k + 1, len(self.sorted) - 1), cols])
+        train_score = np.where(use_down, 1.0 - balanced[down, cols], balanced[up, cols])
+        train_score = np.where(self.between.any(0), train_score, 0.5)  # a constant cell: chance
+
+        pred = (self.Xte > threshold) != use_down  # (n_test, d)
+        truth = (yte == ytr.max())[:, None]
+        recall_pos = (pred & truth).sum(0) / max(truth.sum(), 1)
+        recall_neg = (~pred & ~truth).sum(0) / max((~truth).sum(), 1)
+        return train_score, 0.5 * (recall_pos + recall_neg)

@@ -1,0 +1,371 @@
+"""probes/: labels on hand-written text, probe estimators, control tasks, single cells, zeroing cells, the viewer."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.model_selection import GroupKFold, cross_val_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from charlm.model import CharLM, ModelConfig
+from corpora import run_cli
+from probes import features as F
+from probes import view
+from probes.activations import more_windows, run_zeroed, trace_windows, window_batch, window_starts
+from probes.probe import (
+    LogisticProbe,
+    RidgeProbe,
+    SingleCells,
+    block_split,
+    context_types,
+    control_task,
+    fit_probe,
+)
+
+
+def labels(feature: str, text: str, style: str = F.PROSE) -> list[int]:
+    return F.FEATURES[(style, feature)].labels(text.encode()).tolist()
+
+
+def marked(text: str, feature: str, style: str = F.PROSE) -> str:
+    """The characters whose label is on, '_' elsewhere: a hand-checkable picture of a binary label."""
+    return "".join(ch if on else "_" for ch, on in zip(text, labels(feature, text, style)))
+
+
+# ------------------------------------------------------------------------------------------ labels: prose
+# The convention: label t is the state after reading character t (an opening delimiter is inside, a closing one
+# is outside again).
+
+
+def test_quotes_open_on_the_opening_quote_and_close_after_the_closing_one():
+    assert marked('a "bc" d', "in_quotes") == '__"bc___'
+    # A quote running on into the next paragraph is reopened there, not closed: the paragraph break resets.
+    assert marked('He said "one\n\n"two" ok', "in_quotes") == '________"one\n_"two____'
+    assert labels("in_quotes", '"x\r\n\r\ny') == [1, 1, 1, 1, 1, 0, 0]  # CRLF paragraphs too
+
+
+def test_line_position_counts_characters_since_the_newline():
+    assert labels("line_position", "ab\ncd\n\nx") == [1, 2, 0, 1, 2, 0, 0, 1]
+    assert labels("line_position", "ab\r\nc") == [1, 2, 3, 0, 1]  # the \r is part of its line
+
+
+def test_parentheses_nest_and_close_after_the_closing_one():
+    assert marked("a(b(c)d)e", "in_parens") == "_(b(c)d__"
+    assert marked("x) (y\n\nz)", "in_parens") == "___(y\n___"  # a stray ')' never goes below 0; paragraphs close
+
+
+def test_word_position_and_sentence_starts():
+    assert labels("word_position", "I'm ok, no.") == [1, 2, 3, 0, 1, 2, 0, 0, 1, 2, 0]
+    text = 'End. "The cat." And so. he went! (Yes)'
+    assert marked(text, "sentence_start") == "______T" + "_" * 9 + "A" + "_" * 17 + "Y" + "___"
+
+
+# ------------------------------------------------------------------------------------------ labels: C
+
+
+def test_comments_strings_and_their_delimiters():
+    code = 'a = "x/*y\\"z"; /* c "q" */ b; // d\ne'
+    assert marked(code, "in_comment", F.CODE) == "_" * 16 + '* c "q" *' + "_" * 6 + "/ d" + "__"
+    assert marked(code, "in_string", F.CODE) == '____"x/*y\\"z' + "_" * 24
+    assert marked("c = 'x'; d = '\\'';", "in_string", F.CODE) == "____'x_______'\\'__"
+
+
+def test_brace_depth_ignores_braces_in_strings_and_comments():
+    code = 'f() {\n\tif (x) { s = "}"; /* { */ }\n}\n}'
+    depth = labels("brace_depth", code, F.CODE)
+    assert depth[code.index("{")] == 1  # the '{' itself is already inside
+    assert depth[code.index("{", code.index("if"))] == 2
+    assert depth[code.index('"}"') + 1] == 2  # the brace in the string does not count
+    assert depth[code.index("/* {") + 3] == 2  # nor the one in the comment
+    assert depth[code.index("}\n}")] == 1 and depth[code.index("}\n}") + 2] == 0
+    assert depth[-1] == 0  # a stray closing brace never goes below 0
+
+
+def test_conditions_of_if_for_while_only():
+    code = "if (a(b)) x; for (i = 0; i < n; i++) y; foo (c); while(d) e;"
+    assert marked(code, "in_condition", F.CODE) == "___(a(b)" + "_" * 9 + "(i = 0; i < n; i++" + "_" * 19 + "(d____"
+    # an identifier that merely ends in "if" is not a keyword
+    assert set(labels("in_condition", "elif (a) b;", F.CODE)) == {0}
+
+
+def test_indentation_level_counts_tab_stops_read_so_far():
+    text = "\tab\n  \tc\n        d\n"
+    assert labels("indent_level", text, F.CODE) == [1, 1, 1, 0, 0, 0, 1, 1, 0] + [0] * 7 + [1, 1, 0]
+
+
+def test_focus_positions_are_the_predictions_that_need_the_feature():
+    line = F.FEATURES[(F.PROSE, "line_position")]
+    assert line.focus_positions(b"ab\r\ncd\n").tolist() == [False, True, False, False, False, True, False]
+    brace = F.FEATURES[(F.CODE, "brace_depth")]
+    assert np.flatnonzero(brace.focus_positions(b"{ a; }\n")).tolist() == [4]
+    indent = F.FEATURES[(F.CODE, "indent_level")]
+    assert np.flatnonzero(indent.focus_positions(b"a\n\t\tb\n")).tolist() == [1, 2, 3, 5]
+
+
+def test_feature_names_are_checked():
+    assert [f.name for f in F.features_for(F.PROSE, ["in_quotes"])] == ["in_quotes"]
+    with pytest.raises(F.UserError, match="unknown feature 'nope'"):
+        F.features_for(F.PROSE, ["nope"])
+    with pytest.raises(F.UserError, match="does not apply to prose"):
+        F.features_for(F.PROSE, ["in_comment"])
+    assert F.style_of("linux", b"") == F.CODE and F.style_of("warpeace", b"int x;") == F.PROSE
+    assert F.text_style(b"int main(void) {\n\treturn 0;\n}\n" * 5) == F.CODE
+    assert F.text_style(b"It was a dark night; the rain fell.\n" * 5) == F.PROSE
+
+
+# ------------------------------------------------------------------------------------------ estimators
+
+
+@parametrize_with_checks([LogisticProbe(), RidgeProbe()])
+def test_probes_are_scikit_learn_estimators(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
+
+
+def informative(n=1200, d=6, column=2, seed=0):
+    """Activations in which one column carries the label (plus noise) and the others are noise."""
+    rng = np.random.default_rng(seed)
+    y = (np.sin(np.arange(n) / 25.0) > 0).astype(int)  # runs of 0s and 1s, as in text
+    X = rng.normal(size=(n, d))
+    X[:, column] = 3.0 * y + rng.normal(scale=0.5, size=n)
+    return X, y, np.arange(n) // 100  # 12 contiguous blocks
+
+
+def test_probes_work_with_cross_val_score_and_group_k_fold():
+    X, y, groups = informative()
+    scores = cross_val_score(LogisticProbe(cv=2), X, y, groups=groups, cv=GroupKFold(3), scoring="balanced_accuracy")
+    assert scores.min() > 0.9
+    counts = X[:, 2] * 2.0 + 1.0
+    assert cross_val_score(RidgeProbe(cv=2), X, counts, groups=groups, cv=GroupKFold(3)).min() > 0.99
+
+
+def test_a_probe_learns_from_the_informative_cell_and_ranks_it_first():
+    X, y, groups = informative(column=4)
+    probe = LogisticProbe().fit(X, y, groups=groups)
+    assert probe.C_ in probe.Cs and probe.importance_.argmax() == 4
+    assert probe.score(X, y) > 0.95
+    # raw-space weights and intercept reproduce the decision function
+    np.testing.assert_allclose(X @ probe.coef_.ravel() + probe.intercept_, probe.decision_function(X), atol=1e-8)
+    single = SingleCells(X, block_split(groups, 4))
+    train_score, test_score = single.scores(y, "binary")
+    assert train_score.argmax() == 4 and test_score[4] > 0.95 and np.median(test_score) < 0.6
+
+
+def test_single_cell_regression_matches_least_squares():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 3))
+    y = 2.0 * X[:, 1] + rng.normal(scale=0.1, size=400)
+    test = np.arange(400) >= 300
+    _, test_score = SingleCells(X, test).scores(y, "count")
+    slope, intercept = np.polyfit(X[~test, 1], y[~test], 1)
+    residual = y[test] - (slope * X[test, 1] + intercept)
+    assert test_score[1] == pytest.approx(1 - (residual**2).sum() / ((y[test] - y[test].mean()) ** 2).sum())
+    assert test_score.argmax() == 1
+
+
+def test_the_probe_never_sees_the_test_activations():
+    """Garbage in the test rows changes the test score, and nothing the probe learned."""
+    X, y, groups = informative(n=1600)
+    test = block_split(groups, 4)
+    types = (np.arange(y.size) % 7).astype(np.int64)
+    clean = fit_probe(X, y, test, groups, "binary", {"character": types}, cv=2)
+    garbage = X.copy()
+    garbage[test] = np.random.default_rng(5).normal(scale=100.0, size=garbage[test].shape)
+    dirty = fit_probe(garbage, y, test, groups, "binary", {"character": types}, cv=2)
+    assert dirty.strength == clean.strength
+    np.testing.assert_array_equal(dirty.probe.coef_, clean.probe.coef_)
+    np.testing.assert_array_equal(dirty.probe.scaler_.mean_, clean.probe.scaler_.mean_)
+    assert dirty.score < clean.score - 0.2  # the test rows were what got scored
+
+
+def test_control_task_gives_every_type_one_label_from_the_real_distribution():
+    types = np.array([3, 1, 3, 2, 1, 3, 2, 2])
+    real = np.array([5, 7, 7, 5, 5, 7, 9, 5])
+    test = np.arange(8) >= 6
+    control = control_task(types, real, "count", test, seed=0)
+    for t in np.unique(types):
+        assert np.unique(control[types == t]).size == 1  # one label per type, in every split
+    assert set(control) <= set(real)
+    np.testing.assert_array_equal(control, control_task(types, real, "count", test, seed=0))  # fixed by the seed
+    assert context_types(np.array([1, 2, 3, 4]), np.array([2, 3]), 3).tolist() == [1 * 65536 + 2 * 256 + 3,
+                                                                                   2 * 65536 + 3 * 256 + 4]  # fmt: skip
+
+
+def test_selectivity_tells_a_tracked_state_from_the_character_just_read():
+    """Known by construction: a representation of the character alone makes the control easy and the task hard;
+    one that carries the feature and not the character makes the task easy and the control hard."""
+    rng = np.random.default_rng(0)
+    n = 3000
+    chars = rng.integers(0, 20, size=n)
+    feature = (np.sin(np.arange(n) / 30.0) > 0).astype(int)  # a state held across characters
+    groups = np.arange(n) // 150
+    test = block_split(groups, 4)
+    one_hot = np.eye(20)[chars] + rng.normal(scale=0.05, size=(n, 20))
+    tracking = np.c_[feature + rng.normal(scale=0.1, size=n), rng.normal(size=(n, 5))]
+    by_char = fit_probe(one_hot, feature, test, groups, "binary", {"character": chars}, cv=2)
+    by_state = fit_probe(tracking, feature, test, groups, "binary", {"character": chars}, cv=2)
+    assert by_char.controls["character"] > 0.95 and by_char.score < 0.65
+    assert by_state.score > 0.95 and by_state.controls["character"] < 0.65
+    assert by_state.selectivity("character") > 0.3 > -0.3 > by_char.selectivity("character")
+
+
+# ------------------------------------------------------------------------------------------ windows and zeroing
+
+
+def test_windows_are_spread_and_kept_apart():
+    starts = window_starts(10_000, 5, 500, 200)
+    assert starts[0] == 200 and starts[-1] == 10_000 - 500
+    assert np.diff(starts).min() >= 700
+    with pytest.raises(ValueError, match="do not fit"):
+        window_starts(2_000, 5, 500, 200)
+    extra = more_windows(starts, np.array([3_000, 3_100, 5_300]), 10_000, 500, 200, extra=3)
+    for s in extra:
+        assert np.abs(np.r_[starts, extra[extra != s]] - s).min() >= 700
+    ids = np.arange(10_000) % 50
+    batch = window_batch(ids, starts, 500, 200)
+    assert batch.shape == (5, 700) and (batch[:, 200] == ids[starts]).all()  # row warmup + i is character start + i
+
+
+def tiny_model(arch: str, seed: int = 0) -> CharLM:
+    torch.manual_seed(seed)
+    model = CharLM(ModelConfig(arch, vocab_size=7, layers=2, size=5)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(-0.8, 0.8)  # larger than the training init, so every unit matters
+    return model
+
+
+def dead_unit(model: CharLM, layer: int, j: int) -> CharLM:
+    """A copy whose unit j of `layer` is 0 at every step by construction of its weights."""
+    import copy
+
+    dead = copy.deepcopy(model)
+    module = dead.layers[layer]
+    H = model.config.size
+    with torch.no_grad():
+        if model.config.arch == "lstm":  # input gate closed: c_j stays 0, so h_j = o_j tanh(0) = 0
+            module.rnn.bias_ih_l0[j] = -1e4
+        elif model.config.arch == "gru":  # torch's z' = 1 keeps h_j at its start, 0
+            module.rnn.bias_ih_l0[H + j] = 1e4
+        elif model.config.arch in ("rnn", "lstm-gates"):  # h_j = tanh(0)
+            for p in (module.rnn.weight_ih_l0, module.rnn.weight_hh_l0, module.rnn.bias_ih_l0, module.rnn.bias_hh_l0):
+                p[j] = 0.0
+        else:  # Levy's ablations: input gate closed
+            module.gates_x.bias[j] = -1e4
+    return dead
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru", "rnn", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"])
+@torch.no_grad()
+def test_zeroing_a_cell_is_a_model_whose_unit_is_dead(arch):
+    model = tiny_model(arch)
+    ids = np.random.default_rng(0).integers(0, 7, size=(2, 30))
+    zero = np.zeros((2, 5), dtype=bool)
+    zero[1, 3] = True  # row 0 clean, row 1 with unit 3 of layer 0 zeroed
+    logp, states = run_zeroed(model, ids, 0, zero)
+    # the clean row is the model's own forward and trace
+    traced = trace_windows(model, ids[:1], 0)
+    name = "c" if "c" in states else "h"
+    np.testing.assert_allclose(states[name][0], traced[f"layers.0.{name}"][0], atol=1e-5)
+    reference = torch.log_softmax(model(torch.from_numpy(ids[:1])), -1)[0, :-1]
+    np.testing.assert_allclose(logp[0], reference.gather(-1, torch.from_numpy(ids[0, 1:, None]))[:, 0], atol=1e-5)
+    # the zeroed row is the model with unit 3 dead: same states, same predictions
+    dead = dead_unit(model, 0, 3)
+    dead_trace = trace_windows(dead, ids[1:], 0)
+    assert np.abs(states[name][1][:, 3]).max() == 0.0
+    np.testing.assert_allclose(states[name][1], dead_trace[f"layers.0.{name}"][0], atol=1e-4)
+    dead_logp = torch.log_softmax(dead(torch.from_numpy(ids[1:])), -1)[0, :-1]
+    np.testing.assert_allclose(logp[1], dead_logp.gather(-1, torch.from_numpy(ids[1, 1:, None]))[:, 0], atol=1e-4)
+    assert np.abs(logp[1] - logp[0]).max() > 1e-3  # and the unit mattered
+
+
+# ------------------------------------------------------------------------------------------ the viewer
+
+
+def test_colours_are_the_diverging_scale():
+    assert view.colour(-1.0) == "#ca0020" and view.colour(0.0) == "#f7f7f7" and view.colour(1.0) == "#0571b0"
+    assert view.colour(5.0) == "#0571b0" and view.colour(float("nan")) == "#f7f7f7"
+
+
+def test_whitespace_is_visible_and_utf8_characters_stay_whole():
+    chars = view.display_chars("a b\tc\r\né".encode())
+    assert chars == ["a", "\u00b7", "b", "\u2192\t", "c", "", "\u21b5\n", "é", ""]
+
+
+HOSTILE = b"int x = a < b && c > d; /* </script><script>alert(1)</script> <!-- */\n"
+
+
+def hostile_fragment() -> str:
+    values = np.linspace(-1, 1, len(HOSTILE))
+    return view.viewer_html(
+        {"t": {"text": HOSTILE, "feature": "in_comment", "labels": F.in_comment(HOSTILE), "underline": True}},
+        [{"model": "m <x>", "layer": 0, "cell": 1, "text": "t", "values": values, "quantity": "tanh(c)",
+          "label": "cell 1", "title": "m <x>, cell 1"}],
+    )  # fmt: skip
+
+
+def test_the_viewer_escapes_every_character_of_corpus_text():
+    fragment = hostile_fragment()
+    assert "alert(1)</script>" not in fragment and "<script>alert" not in fragment
+    assert "<!--" not in fragment and "m <x>" not in fragment
+    assert "&lt;" in fragment and "&amp;" in fragment  # the static spans show the text, escaped
+    assert len(re.findall(r"<script", fragment)) == 2  # its data and its code, nothing from the text
+    assert "http" not in fragment and "@import" not in fragment and "src=" not in fragment  # nothing external
+    data = re.search(r'<script type="application/json" class="cv-data">(.*?)</script>', fragment, re.S).group(1)
+    assert "<" not in data and ">" not in data and "&" not in data
+    import json
+
+    parsed = json.loads(data)
+    assert "".join(parsed["texts"]["t"]["chars"]).replace("\u00b7", " ").startswith("int x = a < b && c > d;")
+
+
+def test_the_viewer_page_loads_in_chromium_without_errors(tmp_path):
+    from reports.check import ChromiumMissing, check_html
+
+    page = tmp_path / "view.html"
+    page.write_text(view.standalone_page(hostile_fragment() + hostile_fragment(), "two viewers"), encoding="utf-8")
+    try:
+        errors = check_html(page)
+    except ChromiumMissing:
+        pytest.skip("chromium is not installed")
+    assert errors == []
+
+
+# ------------------------------------------------------------------------------------------ the command line
+
+
+def test_view_cli_writes_a_standalone_page(tiny_run, tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_bytes(tiny_run.corpus_path.read_bytes()[:300])
+    out = tmp_path / "view.html"
+    args = [str(tiny_run.out / "checkpoint.pt"), "--text", str(text), "--cell", "0:3", "--out", str(out)]
+    assert run_cli(view.main, [*args, "--feature", "in_quotes"]) == 0
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "cell 3" in page and "tanh(c)" in page
+
+
+@pytest.mark.parametrize(
+    "extra, content, message",
+    [
+        (["--feature", "nosuch"], None, "unknown feature 'nosuch'"),
+        (["--feature", "in_comment"], None, "does not apply to prose"),
+        (["--cell", "0:99"], None, "cell 99 is out of range"),
+        (["--cell", "4:0"], None, "layer 4 is out of range"),
+        (["--cell", "zero"], None, "LAYER:INDEX"),
+        ([], b"", "the text is empty"),
+        ([], b"caf\xc3\xa9 {}", "bytes the model's vocabulary lacks"),
+        (["--internal", "z"], None, "has no internal"),
+    ],
+)
+def test_view_cli_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, capsys, extra, content, message):
+    text = tmp_path / "t.txt"
+    text.write_bytes(tiny_run.corpus_path.read_bytes()[:200] if content is None else content)
+    args = [str(tiny_run.out / "checkpoint.pt"), "--text", str(text), "--cell", "0:1", *extra]
+    assert run_cli(view.main, args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
