@@ -481,6 +481,11 @@ def _strips(df: pd.DataFrame, corpus: str, paper_only: bool) -> list[tuple]:
     return out
 
 
+def report_html(df: pd.DataFrame) -> str:
+    """The report's interactive part of this section: the activation viewers (see viewer_fragment)."""
+    return viewer_fragment(df)
+
+
 def viewer_fragment(df: pd.DataFrame) -> str:
     """The activation viewers of the table as one self-contained HTML fragment (one viewer per corpus).
 

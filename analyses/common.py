@@ -9,7 +9,8 @@ An analysis is one module `analyses/<name>.py` that defines
 
 and optionally NEEDS (analyses.context.Needs), SETTINGS (defaults, overridable by the profile's
 [analysis.<name>] table and `--set key=value`), PAPER_SOURCE with paper_table() or with_paper(df),
-report_table(df) (what the report shows, when not the whole table), notes(df) -> list[str] and
+report_table(df) (what the report shows, when not the whole table), report_html(df) (an interactive
+fragment the analysis has escaped itself, such as the activation viewer), notes(df) -> list[str] and
 summary(df) -> str (its line in the report's findings). Its CLI is
 
     if __name__ == "__main__":

@@ -295,6 +295,7 @@ def section(result: dict) -> Section:
         **base, caption=module.caption(df), table=table, figure=result["figure"], paper_table=paper,
         paper_source=getattr(module, "PAPER_SOURCE", ""), notes=module.notes(df) if hasattr(module, "notes") else [],
         summary=module.summary(df) if hasattr(module, "summary") else "",
+        html=module.report_html(df) if hasattr(module, "report_html") else "",
     )  # fmt: skip
 
 

@@ -4,7 +4,9 @@ The analyses produce numbers, figures and captions; this module only lays them o
 Design choices, and why:
 
 * Jinja2 with autoescape always on: corpus text (the Linux kernel source) and captions
-  contain ``<`` and ``&``; nothing the analyses produce is ever marked safe.
+  contain ``<`` and ``&``. The one fragment marked safe is a section's ``html``, produced by an
+  analysis's ``report_html`` (the activation viewer), which escapes every character of text itself
+  and writes its data as JSON with ``<``, ``>`` and ``&`` as backslash-u escapes (tests/test_cells.py).
 * Tables are turned into lists of already-formatted strings here and drawn by one
   template macro, so escaping, number formatting and alignment live in one place.
 * The HTML references its figures and stylesheet relatively, copied under ``out_dir``, so
@@ -53,6 +55,7 @@ class Section:
     paper_source: str = ""
     notes: list[str] = field(default_factory=list)
     summary: str = ""  # one line for the report's findings: the key number, ours beside the paper's
+    html: str = ""  # an interactive fragment the analysis escaped itself (report_html: the activation viewer)
 
     def __post_init__(self) -> None:
         if not _ANCHOR.fullmatch(self.name) or self.name in RESERVED_ANCHORS:

@@ -234,3 +234,16 @@ def test_chromium_check_reports_broken_pages(tmp_path):
     assert any("missing.png" in e for e in errors)
     assert any("boom" in e for e in errors)
     assert any("nope" in e for e in errors)
+
+
+def test_a_sections_own_fragment_is_inserted_as_is_and_nothing_else_is(tmp_path):
+    """report_html (the activation viewer) escapes its own text; the template inserts it verbatim, once, inside its
+    section, while the section's caption and table stay escaped."""
+    ctx = make_context(tmp_path)
+    fragment = '<div class="viewer" data-cells="[1,2]"><span style="background:#ca0020">a</span></div>'
+    ctx.sections[0].html = fragment
+    ctx.sections[0].caption = HOSTILE
+    html = render_html(ctx, tmp_path / "out").read_text(encoding="utf-8")
+    assert html.count(fragment) == 1
+    section = html[html.index(f'id="{ctx.sections[0].name}"') : html.index(f'id="{ctx.sections[1].name}"')]
+    assert fragment in section and "&lt;script&gt;alert(1)" in section and "<script>" not in section
