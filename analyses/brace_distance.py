@@ -234,18 +234,19 @@ def overall(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """The report's table: one row per bucket, the 20-gram's p('}') and each model's advantage over it [interval]."""
+    """The report's table: one row per bucket, the 20-gram's p('}') and each model's advantage over it (the headline
+    model's with its interval); the paper's finding in the last column."""
     out = []
     for (corpus, bucket), sub in df.groupby(["corpus", "bucket"], sort=False):
         row = {"corpus": corpus, "distance": bucket, "braces": int(sub["braces"].iloc[0]),
                "20-gram p('}')": sub["p_ngram"].iloc[0]}  # fmt: skip
         for _, r in sub.iterrows():
-            row[r["model"]] = f"{r['advantage']:+.3f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]"
+            interval = f" [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}]" if r["headline"] else ""
+            row[r["model"]] = f"{r['advantage']:+.3f}{interval}"
         out.append(row)
     table = pd.DataFrame(out)
-    first = table.groupby("corpus").head(1).index
-    table["paper (LSTM - 20-gram)"] = ""
-    table.loc[first, "paper (LSTM - 20-gram)"] = PAPER_CLAIM
+    table["paper"] = ""
+    table.loc[table.groupby("corpus").head(1).index, "paper"] = "LSTM ahead at every distance, growing up to 60"
     return table
 
 
@@ -256,7 +257,14 @@ def caption(df: pd.DataFrame) -> str:
         head = sub[sub["headline"]].sort_values("distance_from")
         h = totals[(totals["corpus"] == corpus) & totals["headline"]].iloc[0]
         near, far = head[head["distance_to"] < 60], head[head["distance_from"] >= 60]
-        best = head.loc[head["advantage"].idxmax()]
+        first, best = head.iloc[0], head.loc[head["advantage"].idxmax()]
+        at60 = head[(head["distance_from"] <= 60) & (head["distance_to"] >= 60)]
+        rise = (
+            f"from {first['advantage']:+.3f} at distances {first['bucket']} to {at60['advantage'].iloc[0]:+.3f} at "
+            f"{at60['bucket'].iloc[0]}"
+            if len(at60) and at60.index[0] != head.index[0]
+            else f"{first['advantage']:+.3f} at distances {first['bucket']}"
+        )
         parts.append(
             f"On {corpus}, {int(h['matched']):,} closing braces of the test split are matched to their '{{' "
             f"({int(h['unmatched'])} whose '{{' lies before the split are dropped, {int(h['hidden'])} inside comments "
@@ -264,9 +272,9 @@ def caption(df: pd.DataFrame) -> str:
             f"{h['ngram_ce']:.3f}) gives a '}}' {h['p_model']:.3f} on average against the 20-gram's "
             f"{h['p_ngram']:.3f}, an advantage of {h['advantage']:+.3f}; it is ahead in "
             f"{int((head['ci_low'] > 0).sum())} of {len(head)} distance buckets with the whole interval above zero, "
-            f"and behind with the whole interval below zero in {int((head['ci_high'] < 0).sum())}. Its advantage is "
-            f"largest at distances {best['bucket']} ({best['advantage']:+.3f}); mean over buckets below 60: "
-            f"{near['advantage'].mean():+.3f}, from 60 on: {far['advantage'].mean():+.3f}."
+            f"and behind with the whole interval below zero in {int((head['ci_high'] < 0).sum())}. Its advantage goes "
+            f"{rise} (largest at {best['bucket']}: {best['advantage']:+.3f}); mean over the buckets below 60 "
+            f"{near['advantage'].mean():+.3f}, from 60 on {far['advantage'].mean():+.3f}."
         )
         others = totals[(totals["corpus"] == corpus)].sort_values("advantage", ascending=False)
         parts.append(
@@ -333,12 +341,14 @@ def plot(df: pd.DataFrame):
                      ax=ax_all, errorbar=None)  # fmt: skip
         ax_all.axhline(0, color="black", lw=0.8)
         ax_all.axvline(60, color="grey", ls=":", lw=1)
-        ax_all.text(60, ax_all.get_ylim()[1], " 60: paper's plateau", fontsize=7, va="top", color="grey")
+        ax_all.text(
+            60, 0.02, " 60: the paper's plateau", fontsize=7, color="grey", transform=ax_all.get_xaxis_transform()
+        )
         ax_all.set_xscale("log")
         ax_all.set_xlabel("median distance of the bucket (characters, log scale)")
         ax_all.set_ylabel("mean p('}'): model - 20-gram")
         ax_all.set_title(f"{corpus}: every architecture", fontsize=9)
-        ax_all.legend(fontsize=7, title=None)
+        ax_all.legend(fontsize=7, title=None, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 

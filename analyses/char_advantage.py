@@ -42,7 +42,7 @@ SETTINGS = {
 }
 ARCH_ORDER = ("lstm", "gru", "rnn", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 VISIBLE = {ord(" "): "␣", ord("\n"): "⏎", ord("\r"): "CR", ord("\t"): "⇥"}
-STRUCTURAL = set(b" \n\t{}()[];")  # C's structure: whitespace and brackets (the paper's "special characters")
+STRUCTURAL = set(b" \n\t{}()[]")  # whitespace and brackets: the paper's characters that structure C programs
 PAPER = {
     "linux": "the LSTM's largest advantages are on characters that structure C programs: whitespace and brackets",
     "warpeace": "the LSTM has a distinct advantage on the carriage return (about every 70 characters)",
@@ -199,6 +199,20 @@ def caption(df: pd.DataFrame) -> str:
         lines = _newline_rank(head)
         if lines and corpus != "linux":
             parts.append(f"Line endings: {lines}.")
+        models = sub.drop_duplicates("model")["model"]
+        top = wins[wins["corpus"] == corpus]
+        structural_per_model = top[top["byte"].isin(STRUCTURAL)].groupby("model").size().reindex(models, fill_value=0)
+        parts.append(
+            f"Across the {len(models)} recurrent configurations, whitespace and brackets fill "
+            f"{structural_per_model.min()} to {structural_per_model.max()} of the top {len(w)}."
+        )
+        carriage = top[top["byte"] == ord("\r")]
+        if (sub["byte"] == ord("\r")).any():
+            listing = ", ".join(f"{r['model']} (rank {int(r['model_rank'])})" for _, r in carriage.iterrows())
+            parts.append(
+                f"The carriage return is among the top {len(w)} of {len(carriage)} of them"
+                + (f": {listing}." if listing else ".")
+            )
         if h["model_ce"] > h["ngram_ce"]:
             parts.append(
                 f"This {name} is weaker than the 20-gram overall ({h['model_ce']:.3f} against {h['ngram_ce']:.3f} "

@@ -60,6 +60,7 @@ PAPER = {
     "linux": {"lstm_ce": 0.846, "lstm_error_rate": None, "nnn_n": 5, "nnn_ce": 1.256, "ngram_n": 20,
               "ngram_ce": 0.889},
 }  # fmt: skip
+COLORS = ("#d6604d", "#1b9e77", "#2166ac")  # model, n-NN, n-gram: the same in the Venn diagram and the bars
 PAPER_CLAIM = "most errors are shared by all three models; each also has unique errors; the LSTM's set is smallest"
 
 
@@ -254,15 +255,16 @@ def _draw_venn(ax, sub: pd.DataFrame) -> None:
         f"{int(first['nnn_n'])}-NN\n{sizes[1] / total:.0%} errors",
         f"n-gram n={int(first['ngram_n'])}\n{sizes[2] / total:.0%} errors",
     ]
-    colors = sns.color_palette("Set1", 3)
+    pad = 0.06 * radii.max()
     for j, (centre, radius) in enumerate(zip(centres, radii)):
-        ax.add_patch(Circle(centre, radius, facecolor=colors[j], alpha=0.25, edgecolor=colors[j], lw=2))
-        direction = centre / (np.linalg.norm(centre) or 1.0)
-        ax.annotate(names[j], centre + direction * radius * 1.08, ha="center", va="center", color=colors[j],
-                    fontsize=8, fontweight="bold")  # fmt: skip
+        ax.add_patch(Circle(centre, radius, facecolor=COLORS[j], alpha=0.25, edgecolor=COLORS[j], lw=2))
+        dx, dy = centre / (np.linalg.norm(centre) or 1.0)  # away from the diagram's middle
+        ax.text(*(centre + np.array([dx, dy]) * (radius + pad)), names[j], color=COLORS[j], fontsize=8,
+                fontweight="bold", ha="left" if dx > 0.3 else "right" if dx < -0.3 else "center",
+                va="bottom" if dy > 0.3 else "top" if dy < -0.3 else "center")  # fmt: skip
     for key, point in _region_anchors(centres, radii).items():
         ax.text(*point, f"{counts[key] / total:.1%}", ha="center", va="center", fontsize=7.5)
-    reach = (np.abs(centres) + radii[:, None]).max() * 1.45
+    reach = (np.abs(centres) + radii[:, None]).max() * 1.6
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
     ax.set_aspect("equal")
@@ -280,26 +282,31 @@ def plot(df: pd.DataFrame):
         len(corpora_), 2, figsize=(12, max(3.8, 0.45 * n_models + 1.5) * len(corpora_)), squeeze=False,
         gridspec_kw={"width_ratios": [1, 1.6]},
     )  # fmt: skip
-    segments = [("all three", "#4d4d4d"), ("model & n-gram", "#2166ac"), ("model & n-NN", "#1b9e77"),
-                ("model only", "#d6604d")]  # fmt: skip
+    segments = [("all three", "#4d4d4d"), ("model & n-gram", COLORS[2]), ("model & n-NN", COLORS[1]),
+                ("model only", COLORS[0])]  # fmt: skip
     for (ax_venn, ax_bar), corpus in zip(axes, corpora_):
         sub = df[df["corpus"] == corpus]
         _draw_venn(ax_venn, sub[sub["headline"]])
-        table = sub.pivot_table(index="model", columns="region", values="fraction", sort=False)
-        left = np.zeros(len(table))
-        for region, color in segments:
-            ax_bar.barh(table.index, table[region], left=left, color=color, label=f"error of {region}")
-            left += table[region].to_numpy()
+        errors = sub[sub["model_err"]].assign(region=lambda d: "error of " + d["region"])
+        stack = [f"error of {r}" for r, _ in segments]  # seaborn stacks the last hue first: reversed below
+        sns.histplot(
+            data=errors, y="model", weights="fraction", hue="region", multiple="stack", discrete=True, shrink=0.8,
+            hue_order=stack[::-1], palette={f"error of {r}": c for r, c in segments}, alpha=1.0, linewidth=0.5,
+            ax=ax_bar,
+        )  # fmt: skip
         view = per_model(sub).iloc[0]
-        ax_bar.axvline(view["ngram_errors"], color="#2166ac", ls="--", lw=1.2,
-                       label=f"n-gram n={int(view['ngram_n'])} error rate")  # fmt: skip
-        ax_bar.axvline(view["nnn_errors"], color="#1b9e77", ls=":", lw=1.5,
-                       label=f"{int(view['nnn_n'])}-NN error rate")  # fmt: skip
-        ax_bar.invert_yaxis()
+        legend = ax_bar.get_legend()
+        handles, labels = list(legend.legend_handles)[::-1], [t.get_text() for t in legend.get_texts()][::-1]
+        legend.remove()
+        for rate, name, color, ls in ((view["ngram_errors"], f"n-gram n={int(view['ngram_n'])}", COLORS[2], "--"),
+                                      (view["nnn_errors"], f"{int(view['nnn_n'])}-NN", COLORS[1], ":")):  # fmt: skip
+            handles.append(ax_bar.axvline(rate, color=color, ls=ls, lw=1.5))
+            labels.append(f"{name} error rate ({rate:.0%})")
+        ax_bar.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
+                      frameon=False)  # fmt: skip
         ax_bar.set_xlabel("fraction of test characters the model gets wrong, split by who else errs there")
         ax_bar.set_ylabel("")
         ax_bar.set_title(f"{corpus}: every architecture against the same two baselines", fontsize=9)
-        ax_bar.legend(fontsize=7, loc="lower right", framealpha=0.9)
     fig.tight_layout()
     return fig
 
