@@ -216,8 +216,8 @@ def caption(df: pd.DataFrame) -> str:
         if h["model_ce"] > h["ngram_ce"]:
             parts.append(
                 f"This {name} is weaker than the 20-gram overall ({h['model_ce']:.3f} against {h['ngram_ce']:.3f} "
-                "nats/char), as the quick profile's small models trained on a few million characters are: it can "
-                "only win where the 20-gram is poor, so the paper's pattern is weaker or absent here."
+                "nats/char), as the quick profile's small models trained on a few million characters are: it is "
+                "behind on most characters, and the paper's pattern can only show among the few where it is not."
             )
         if corpus in PAPER:
             parts.append(f"Paper: {PAPER[corpus]}.")
