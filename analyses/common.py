@@ -63,6 +63,12 @@ def load_analysis(name: str) -> ModuleType:
     return module
 
 
+def analysis_name(module: ModuleType) -> str:
+    """The analysis's name, also when it runs as `python -m analyses.<name>` (then its __name__ is "__main__")."""
+    spec = getattr(module, "__spec__", None)
+    return (spec.name if spec is not None else module.__name__).rsplit(".", 1)[-1]
+
+
 def needs(module: ModuleType) -> Needs:
     return getattr(module, "NEEDS", Needs())
 
@@ -73,7 +79,7 @@ def settings(module: ModuleType, profile_settings: dict | None = None, overrides
     merged = {**defaults, **(profile_settings or {}), **(overrides or {})}
     unknown = sorted(set(merged) - set(defaults))
     if unknown:
-        name = module.__name__.rsplit(".", 1)[-1]
+        name = analysis_name(module)
         known = ", ".join(sorted(defaults)) or "none"
         raise UserError(f"analysis '{name}' has no setting {', '.join(unknown)} (its settings: {known})")
     return merged
@@ -176,7 +182,7 @@ def _parse_setting(text: str) -> tuple[str, object]:
 
 def analysis_parser(module: ModuleType) -> argparse.ArgumentParser:
     """The common CLI of an analysis: which corpora and models, settings, where the table and figure go."""
-    name = module.__name__.rsplit(".", 1)[-1]
+    name = analysis_name(module)
     doc = (module.__doc__ or module.TITLE).strip().split("\n\n")[0]
     defaults = getattr(module, "SETTINGS", {})
     epilog = "settings (--set KEY=VALUE): " + ", ".join(f"{k}={v!r}" for k, v in defaults.items()) if defaults else None
@@ -234,7 +240,7 @@ def run_module(module: ModuleType, ctx: Context) -> pd.DataFrame:
     if wanted:
         present = {str(c) for c in ctx.index["corpus"].unique()}
         if not present & set(wanted):
-            name = module.__name__.rsplit(".", 1)[-1]
+            name = analysis_name(module)
             raise MissingInput(
                 f"{name} needs models trained on the {' or '.join(wanted)} corpus: "
                 f"run `python -m reports --profile quick` (or charlm.train --corpus {wanted[0]})"
