@@ -66,7 +66,7 @@ def load_analysis(name: str) -> ModuleType:
 
 
 def analysis_name(module: ModuleType) -> str:
-    """`cross_entropy` for analyses.cross_entropy, also when it runs as `python -m` (then __name__ is __main__)."""
+    """The analysis's name, also when it runs as `python -m analyses.<name>` (then its __name__ is "__main__")."""
     spec = getattr(module, "__spec__", None)
     return (spec.name if spec is not None else module.__name__).rsplit(".", 1)[-1]
 

@@ -1,0 +1,176 @@
+"""brace_distance: the C brace matcher on hand-written code, advantages known by construction, bad input."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
+
+import corpora
+from analyses import brace_distance, common
+from analyses.context import Context, MissingInput, model_index
+from corpora import run_cli
+
+HAND_WRITTEN = b"""int f(void) {            /* a { in a comment */
+    char *s = "}{\\"}";      // and } here, \\
+    a continued } line comment
+    char c = '{';
+    if (x) { y(); }
+    return '\\'' + '}';
+}
+"""
+
+
+def test_braces_in_comments_strings_and_character_literals_are_not_code():
+    braces = brace_distance.match_braces(HAND_WRITTEN)
+    inner_open = HAND_WRITTEN.index(b"{ y();")
+    inner_close = HAND_WRITTEN.index(b"}", inner_open)
+    outer_open, outer_close = HAND_WRITTEN.index(b"{"), HAND_WRITTEN.rindex(b"}")
+    assert braces.close.tolist() == [inner_close, outer_close]
+    assert braces.distance.tolist() == [inner_close - inner_open, outer_close - outer_open]
+    assert (braces.unmatched, braces.unclosed) == (0, 0)
+    assert braces.hidden == 5  # comment, string (two), continued comment, character literal
+
+
+def test_a_split_that_starts_mid_file_drops_the_braces_opened_before_it():
+    braces = brace_distance.match_braces(b"x; }\n} y {z{}}\n{ w")
+    assert braces.distance.tolist() == [1, 4] and braces.unmatched == 2 and braces.unclosed == 1
+    # char-rnn's pieces are matched on their own: a brace opened in one piece closes nothing in the next.
+    pieces = brace_distance.match_braces(b"{ab" + b"c}}", piece_length=3)
+    assert pieces.close.size == 0 and pieces.unmatched == 2 and pieces.unclosed == 1
+    whole = brace_distance.match_braces(b"{ab" + b"c}}")
+    assert whole.distance.tolist() == [4] and whole.unmatched == 1
+
+
+def test_buckets_merge_the_sparse_ones_into_their_neighbour():
+    distance = np.array([1] * 5 + [12] * 30 + [25] * 2 + [150] * 40 + [4000] * 3)
+    starts = brace_distance.buckets(distance, [1, 10, 20, 30, 100, 1000], min_braces=10)
+    assert starts.tolist() == [1, 100]  # [1,10) has 5: merged forward; [20,30) into [10,20); [1000,..) into [100,..)
+    counts = np.bincount(np.searchsorted(starts, distance, side="right") - 1)
+    assert counts.tolist() == [37, 43]
+
+
+def c_program(rng: np.random.Generator, length: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """C-like text of exactly `length` bytes, and the (open, close) position of every brace pair of its code,
+    recorded as the text is written (not parsed). Comments and literals hold braces that are not code."""
+    out, pairs = bytearray(), []
+
+    def block(depth: int) -> None:
+        opened = len(out)
+        out.extend(b"{")
+        for _ in range(int(rng.integers(1, 4))):
+            kind = int(rng.integers(0, 4))
+            if kind == 0 and depth < 3:
+                block(depth + 1)
+            elif kind == 1:
+                out.extend(b" /* { not code } */ ")
+            elif kind == 2:
+                out.extend(b" s = \"}\"; c = '{'; ")
+            else:
+                out.extend(b"x" * int(rng.integers(1, 150)) + b";\n")
+        pairs.append((opened, len(out)))
+        out.extend(b"}\n")
+
+    while len(out) < length:
+        out.extend(b"int f(void) ")
+        block(0)
+    # Cut at the end of the last whole function that fits; pad with plain code.
+    end = max(close for _, close in pairs if close < length - 2) + 2
+    pairs = [(o, c) for o, c in pairs if c < end]
+    return bytes(out[:end]) + b"x;\n" * ((length - end) // 3) + b"\n" * ((length - end) % 3), pairs
+
+
+@pytest.fixture
+def c_corpus(tmp_path, monkeypatch):
+    """A C corpus whose test split (the last tenth) starts with two '}' opened in the training text."""
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    rng = np.random.default_rng(0)
+    test_length = 6000
+    test, pairs = c_program(rng, test_length - 10)
+    test = b"y; }\nz; }\n" + test  # their '{' lie before the split
+    pairs = [(o + 10, c + 10) for o, c in pairs]
+    train, _ = c_program(rng, 9 * test_length)
+    path = tmp_path / "kernel.c"
+    path.write_bytes(train + test)
+    corpus = corpora.load(str(path))
+    assert corpus.split_bounds()["test"] == (9 * test_length, 10 * test_length)
+    return corpus, pairs
+
+
+def _p_at_braces(corpus, pairs, p_brace, p_elsewhere: float) -> np.ndarray:
+    T = corpus.split("test").size - 1
+    p = np.full(T, p_elsewhere)
+    for (_, close), value in zip(pairs, p_brace):
+        p[close - 1] = value  # row t predicts character t + 1
+    return p
+
+
+def test_a_model_perfect_on_braces_wins_by_one_minus_the_20grams_probability(c_corpus):
+    corpus, pairs = c_corpus
+    distance = np.array([c - o for o, c in pairs])
+    p_model = np.minimum(distance / 300, 0.95)  # better the farther: a known curve
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, np.ones(len(pairs)), 0.5)), arch="lstm")
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, p_model, 0.5)), arch="gru", size=7)
+    fake_ngram_model(corpus, 20, nll=-np.log(_p_at_braces(corpus, pairs, np.full(len(pairs), 0.3), 0.5)))
+    ctx = Context(model_index(), common.settings(brace_distance, None, {"min_braces": 5}))
+    df = brace_distance.compute(ctx)
+
+    lstm = df[df["arch"] == "lstm"]
+    assert lstm["braces"].sum() == len(pairs) and set(lstm["matched"]) == {len(pairs)}
+    hidden = corpus.decode(corpus.split("test")).count(b"}") - len(pairs) - 2  # in comments and literals
+    assert set(lstm["unmatched"]) == {2} and set(lstm["hidden"]) == {hidden} and hidden > 0
+    np.testing.assert_allclose(lstm["advantage"], 0.7, atol=1e-5)  # 1 - 0.3 at every distance
+    np.testing.assert_allclose(lstm[["ci_low", "ci_high"]].to_numpy(), 0.7, atol=1e-5)
+    assert lstm["distance_to"].max() == distance.max() and lstm["distance_from"].min() == 1
+
+    for _, r in df[df["arch"] == "gru"].iterrows():
+        inside = (distance >= r["distance_from"]) & (distance <= r["distance_to"])
+        assert r["braces"] == inside.sum()
+        assert r["advantage"] == pytest.approx(p_model[inside].mean() - 0.3, abs=1e-5)
+        assert r["ci_low"] <= r["advantage"] <= r["ci_high"]
+
+    gru_row = ctx.models(arch="gru").iloc[0]
+    assert brace_distance.brace_advantage(ctx, gru_row) == pytest.approx(p_model.mean() - 0.3, abs=1e-5)
+    far = distance >= 100
+    assert brace_distance.brace_advantage(ctx, gru_row, min_distance=100) == pytest.approx(
+        p_model[far].mean() - 0.3, abs=1e-5
+    )
+
+    again = pd.read_csv(io.StringIO(df.to_csv(index=False)))  # the pipeline re-reads the table from CSV
+    text = brace_distance.caption(again)
+    assert "an advantage of +0.700" in text and "2 whose '{' lies before the split are dropped" in text
+    assert "lstm L1 H8 +0.700" in text
+    assert brace_distance.summary(again).startswith("kernel: lstm L1 H8 p('}') 1.00 vs 20-gram 0.30")
+    table = brace_distance.with_paper(again)
+    assert len(table) == lstm.shape[0] and table["lstm L1 H8"].str.startswith("+0.700").all()
+    plt.close(brace_distance.plot(again))
+
+
+def test_a_corpus_without_braces_or_without_a_20gram_is_missing_input(tmp_path, c_corpus, capsys):
+    corpus, pairs = c_corpus
+    T = corpus.split("test").size - 1
+    fake_neural_model(corpus, nll=np.full(T, 0.5), arch="lstm")
+    ctx = Context(model_index(), common.settings(brace_distance))
+    with pytest.raises(MissingInput, match=r"n = 20 .*python -m charlm.ngram"):
+        brace_distance.compute(ctx)
+    with pytest.raises(MissingInput, match=r"n = 20"):
+        brace_distance.brace_advantage(ctx, ctx.models().iloc[0])
+
+    (tmp_path / "prose").mkdir()
+    prose = fake_corpus_file(tmp_path / "prose")  # English: no braces at all
+    fake_neural_model(prose, nll=np.full(prose.split("test").size - 1, 0.5), arch="lstm")
+    fake_ngram_model(prose, 20, nll=np.full(prose.split("test").size - 1, 0.5))
+    only_prose = model_index().query("corpus_key == @prose.key")
+    ctx = Context(only_prose, common.settings(brace_distance))
+    with pytest.raises(MissingInput, match="no matched braces") as err:
+        brace_distance.compute(ctx)
+    assert "\n" not in str(err.value) and "linux" in str(err.value)
+    with pytest.raises(MissingInput, match="no matched braces"):
+        brace_distance.brace_advantage(ctx, ctx.models().iloc[0])
+    assert run_cli(brace_distance.main, ["--corpus", prose.source]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "linux" in lines[0]

@@ -1,0 +1,89 @@
+"""char_advantage: per-character means against an independent groupby, ranks, visible characters, bad input."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
+
+from analyses import char_advantage, common
+from analyses.context import Context, MissingInput, model_index
+from corpora import run_cli
+
+
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
+
+
+def _ctx(**settings) -> Context:
+    return Context(model_index(), common.settings(char_advantage, None, settings))
+
+
+def _next_bytes(corpus) -> np.ndarray:
+    """(T,) the byte each prediction row is scored on, read from the raw file (not through the vocabulary)."""
+    lo, hi = corpus.split_bounds()["test"]
+    return np.frombuffer(corpus.data.tobytes()[lo + 1 : hi], dtype=np.uint8)
+
+
+def test_per_character_means_ranks_and_sides(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path, n_bytes=20_000)
+    nxt = _next_bytes(corpus)
+    T = nxt.size
+    rng = np.random.default_rng(0)
+    p_model = np.where(np.isin(nxt, list(b" e")), 0.9, rng.uniform(0.05, 0.4, T))  # model strong on space and 'e'
+    p_ngram = np.where(nxt == ord("a"), 0.95, 0.5)  # 20-gram strong on 'a'
+    fake_neural_model(corpus, nll=-np.log(p_model), arch="lstm")
+    fake_neural_model(corpus, nll=np.full(T, -np.log(0.5)), arch="rnn", size=9)  # ties the 20-gram but on 'a'
+    fake_ngram_model(corpus, 20, nll=-np.log(p_ngram))
+
+    df = char_advantage.compute(_ctx(min_count=5))
+    lstm = df[df["arch"] == "lstm"].set_index("byte")
+    expected = pd.Series(p_model).groupby(nxt).agg(["mean", "size"])
+    assert sorted(lstm.index) == sorted(expected.index)
+    np.testing.assert_allclose(lstm.loc[expected.index, "p_model"], expected["mean"], atol=1e-6)
+    np.testing.assert_array_equal(lstm.loc[expected.index, "count"], expected["size"])
+    assert lstm.loc[ord(" "), "advantage"] == pytest.approx(0.4, abs=1e-6)
+    assert lstm.loc[ord("a"), "p_ngram"] == pytest.approx(0.95, abs=1e-6)
+    assert {lstm.loc[ord(" "), "model_rank"], lstm.loc[ord("e"), "model_rank"]} == {1, 2}
+    assert lstm.loc[ord("a"), "ngram_rank"] == 1 and lstm.loc[ord("a"), "side"] == "20-gram"
+    assert lstm.loc[ord(" "), "char"] == "␣" and lstm.loc[ord("\n"), "char"] == "⏎"
+    assert (lstm["side"] == "model").sum() == 10 and (lstm["side"] == "20-gram").sum() == 10
+    rare = lstm[lstm["count"] < 5]
+    assert rare["model_rank"].isna().all() and (rare["side"] == "neither").all()
+    assert bool(lstm["headline"].all()) and not df[df["arch"] == "rnn"]["headline"].any()
+    rnn = df[df["arch"] == "rnn"].set_index("byte")
+    assert rnn.loc[ord("a"), "advantage"] == pytest.approx(-0.45, abs=1e-6)
+    assert rnn.drop(index=ord("a"))["advantage"].abs().max() < 1e-6
+
+    # The pipeline re-reads the table from CSV: every text and the figure come from that alone.
+    again = pd.read_csv(io.StringIO(df.to_csv(index=False)))
+    text = char_advantage.caption(again)
+    assert text == char_advantage.caption(df)
+    assert "wins most on ␣ (+0.40" in text or "wins most on e (+0.40" in text
+    report = char_advantage.with_paper(again).set_index("model")
+    assert report.loc["lstm L1 H8", "20-gram wins most on"].split()[0] == "a"
+    assert "␣" in char_advantage.summary(again)
+    plt.close(char_advantage.plot(again))
+
+
+def test_visible_characters():
+    assert [char_advantage.visible(b) for b in b" \n\r\t{"] == ["␣", "⏎", "CR", "⇥", "{"]
+    assert char_advantage.visible(0x80) == "\\x80" and char_advantage.visible(0x0B) == "\\x0b"
+
+
+def test_missing_20gram_names_the_command_and_the_cli_exits_2(tmp_path, artifacts, capsys):
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    fake_neural_model(corpus, nll=np.full(T, 0.5), arch="lstm")
+    fake_ngram_model(corpus, 9, nll=np.full(T, 0.5))  # another order is no substitute
+    with pytest.raises(MissingInput, match=r"n = 20 .*python -m charlm.ngram .*--n 20"):
+        char_advantage.compute(_ctx())
+    assert run_cli(char_advantage.main, ["--corpus", corpus.source]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--n 20" in err[0]
