@@ -184,7 +184,8 @@ def plot(df: pd.DataFrame):
     fig, axes = plt.subplots(len(corpora_), 2, figsize=(15, 6.6 * len(corpora_)), squeeze=False,
                              gridspec_kw={"width_ratios": [1, 1.15]})  # fmt: skip
     types = list(dict.fromkeys(TYPE_LABELS[k] for k in TYPE_LABELS if TYPE_LABELS[k] in set(df["type"])))
-    palette = dict(zip(types, sns.color_palette("tab10", len(types))))
+    colours = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]  # tab10 without its grey
+    palette = dict(zip(types, colours * 2))
     markers = {0: "X", 1: "o", 2: "s", 3: "^"}
     for (ax, heat), corpus in zip(axes, corpora_):
         sub = df[df["corpus"] == corpus]
@@ -211,7 +212,8 @@ def plot(df: pd.DataFrame):
         ax.set_ylabel("t-SNE 2")
         order = list(models["label"])
         grid = sub.pivot(index="label", columns="other_label", values="agreement").loc[order, order]
-        sns.heatmap(grid, ax=heat, cmap="viridis", vmin=0, vmax=1, square=True, xticklabels=True, yticklabels=True,
+        low = np.floor(10 * sub["agreement"].min()) / 10  # the colours span the agreements there are
+        sns.heatmap(grid, ax=heat, cmap="viridis", vmin=low, vmax=1, square=True, xticklabels=True, yticklabels=True,
                     cbar_kws={"label": "argmax agreement (fraction of positions)", "shrink": 0.7})  # fmt: skip
         heat.tick_params(labelsize=6)
         heat.set_xlabel("")
