@@ -38,7 +38,7 @@ import seaborn as sns
 
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, style
+from .common import analysis_main, source_digest, style
 from .context import Context, Needs
 
 TITLE = "Peeling the onion: error categories"
@@ -98,11 +98,15 @@ def word_counts(text: bytes) -> Counter:
 
 def categories(settings: dict) -> pd.DataFrame:
     """The oracles in the order they are applied: one row per category (its code is its position)."""
+    for name in ("ngram_n", "memory_n", "boosts"):
+        values = settings[name]
+        if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) and v > 0 for v in values):
+            raise UserError(f"onion setting {name} must be a non-empty list of positive numbers, got {values!r}")
     rows = [("n-gram", f"n-gram (n = {min(settings['ngram_n'])}..{max(settings['ngram_n'])})")]
-    rows += [("dynamic memory", f"{n}-memory") for n in settings["memory_n"]]
+    rows += [("dynamic memory", f"{n}-memory") for n in sorted(settings["memory_n"])]
     rows += [("rare words", f"word {t}-train") for t in range(settings["rare_max"] + 1)]
     rows += [("word model", "word model"), ("punctuation", "punctuation")]
-    rows += [("boost", f"boost {b:g}") for b in settings["boosts"]]
+    rows += [("boost", f"boost {b:g}") for b in sorted(settings["boosts"])]
     rows += [("remaining", "remaining")]
     return pd.DataFrame(rows, columns=["group", "category"]).rename_axis("code").reset_index()
 
@@ -157,7 +161,7 @@ def peel(p_correct: np.ndarray, first: np.ndarray, settings: dict) -> np.ndarray
     errors = p_correct < settings["error_threshold"]
     code = np.where(errors, first, -1)
     left = errors & (first < 0)
-    boosts = np.asarray(settings["boosts"], dtype=np.float64)
+    boosts = np.sort(np.asarray(settings["boosts"], dtype=np.float64))
     # the smallest boost after which the error is gone (p + b >= threshold); none: it remains
     gone = p_correct[left, None] + boosts[None, :] >= settings["error_threshold"]
     code[left] = np.where(gone.any(1), boost_codes[gone.argmax(1)], remaining)
@@ -189,7 +193,8 @@ def _oracle_codes(ctx: Context, key: str, text: bytes) -> np.ndarray:
         return {"code": first_oracle(text, counts, correct, settings)}
 
     cache_key = {
-        "what": "onion oracles v1", "corpus": key, "ngrams": [f"{r['model_id']}:{r['digest']}" for r in grams],
+        "source": source_digest(sys.modules[__name__]), "corpus": key,
+        "ngrams": [f"{r['model_id']}:{r['digest']}" for r in grams],
         **{k: settings[k] for k in ("split", "ngram_n", "memory_n", "rare_max")},
     }  # fmt: skip
     return ctx.cached("onion", cache_key, build)["code"]
@@ -212,7 +217,7 @@ def _roles(models: pd.DataFrame) -> dict[str, str]:
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per model and oracle category: errors removed, share of the model's errors, example strings."""
     settings = ctx.settings
-    cats = categories(settings)
+    cats = categories(settings)  # checks the settings first
     split, k_examples = settings["split"], settings["examples"]
     rows = []
     for key in ctx.corpus_keys():

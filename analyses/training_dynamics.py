@@ -34,7 +34,7 @@ import seaborn as sns
 from charlm.predictions import FLOAT16_UNIT, sample_positions
 from corpora.errors import run_cli
 
-from .common import analysis_main, style
+from .common import analysis_main, source_digest, style
 from .context import Context, MissingInput, Needs
 
 TITLE = "Training dynamics against n-NN and n-gram baselines"
@@ -156,7 +156,8 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
         if snaps.empty:
             continue
         cache_key = {
-            "what": "training dynamics v1", "model": ctx.digest(model), "snapshots": list(snaps["sha256"]),
+            "source": source_digest(sys.modules[__name__]), "model": ctx.digest(model),
+            "snapshots": list(snaps["sha256"]),
             "baselines": [ctx.digest(b) for _, b in baselines.rows.iterrows()], "split": split,
             "positions": int(positions.size),
         }  # fmt: skip

@@ -141,3 +141,10 @@ def test_a_missing_ngram_order_is_one_line_naming_the_command(tmp_path, artifact
     assert run_cli(onion.main, ["--corpus", corpus.source]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "charlm.ngram" in err[0]
+
+
+def test_impossible_settings_are_one_line(tmp_path, artifacts, capsys):
+    corpus, _ = _onion_models(tmp_path)
+    assert run_cli(onion.main, ["--corpus", corpus.source, "--set", "boosts=[]"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "boosts" in err[0]
