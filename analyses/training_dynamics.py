@@ -24,7 +24,7 @@ decomposes into the same dot products as the KL itself.
 from __future__ import annotations
 
 import sys
-from functools import partial
+from functools import cache, partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -99,6 +99,12 @@ def divergences(snapshots: list[np.ndarray], baselines: list[np.ndarray]) -> tup
     return kl, FLOAT16_UNIT * (one_way_p + one_way_q) / n_positions
 
 
+@cache
+def _source() -> str:
+    """The hash of this analysis's code: arrays cached by an older version of it are never read."""
+    return source_digest(sys.modules[__name__])
+
+
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per (model, snapshot, baseline): symmetric KL and its bound, test losses and their difference."""
     frames = [frame for key in ctx.corpus_keys() for frame in _corpus_frames(ctx, key)]
@@ -156,7 +162,7 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
         if snaps.empty:
             continue
         cache_key = {
-            "source": source_digest(sys.modules[__name__]), "model": ctx.digest(model),
+            "source": _source(), "model": ctx.digest(model),
             "snapshots": list(snaps["sha256"]),
             "baselines": [ctx.digest(b) for _, b in baselines.rows.iterrows()], "split": split,
             "positions": int(positions.size),

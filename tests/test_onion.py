@@ -115,8 +115,10 @@ def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, art
     ex = wide[wide["removed"] > 0]["example_1"]
     assert ex.str.contains("«").all() and not ex.str.contains("\n").any()
     table = onion.with_paper(df)
-    assert {"paper: best LSTM", "category"} <= set(table.columns)
+    assert "paper: best LSTM" not in table.columns  # the paper's numbers are War and Peace's, not any corpus's
+    table = onion.with_paper(df.assign(corpus="warpeace"))
     assert table.loc[table["category"] == "n-gram", "paper: best LSTM"].iloc[0] == "18 %"
+    assert list(table.columns[:3]) == ["corpus", "category", "LSTM H16"] and table.columns[-1] == "example (large LSTM)"
     assert "n-gram" in onion.caption(df) and "paper" in onion.summary(df)
     onion.plot(df)
 
