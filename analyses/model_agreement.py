@@ -107,8 +107,9 @@ def _describe(row: pd.Series) -> dict:
     """What the figure encodes for a model: type, budget (or n for a baseline), depth, and a short label."""
     family = row["family"]
     if family == "neural":
-        budget = row["budget"] if pd.notna(row["budget"]) else row["size"]
-        label = f"{TYPE_LABELS.get(row['arch'], row['arch'])} {int(budget)} L{int(row['layers'])} s{int(row['seed'])}"
+        budget = row["budget"] if pd.notna(row["budget"]) else np.nan  # a model sized to no budget row has none
+        scale = f"{int(budget)}" if pd.notna(budget) else f"H{int(row['size'])}"
+        label = f"{TYPE_LABELS.get(row['arch'], row['arch'])} {scale} L{int(row['layers'])} s{int(row['seed'])}"
         return {"type": TYPE_LABELS.get(row["arch"], row["arch"]), "budget": budget, "layers": int(row["layers"]),
                 "n": np.nan, "label": label}  # fmt: skip
     label = f"{int(row['n'])}-{'gram' if family == 'ngram' else 'NN'}"
@@ -151,7 +152,8 @@ def compute(ctx: Context) -> pd.DataFrame:
             "n": described["n"].to_numpy()[a], "ce_nats": np.array(ce)[a],
             "tsne_x": coords[a, 0], "tsne_y": coords[a, 1],
             "other_id": models["model_id"].to_numpy()[b], "other_label": described["label"].to_numpy()[b],
-            "other_type": described["type"].to_numpy()[b], "agreement": agree[a, b], "hellinger": hell[a, b],
+            "other_type": described["type"].to_numpy()[b], "other_budget": described["budget"].to_numpy()[b],
+            "agreement": agree[a, b], "hellinger": hell[a, b],
             "positions": positions.size, "embedded_by": how,
         }))  # fmt: skip
     if not frames:
@@ -176,9 +178,24 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def type_agreement(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean agreement between the models of two types on a corpus (distinct models only)."""
-    pairs = df[df["model_id"] != df["other_id"]]
-    return pairs.groupby(["corpus", "type", "other_type"], as_index=False)["agreement"].mean()
+    """Mean agreement between the recurrent models of two types within one budget row (distinct models only).
+
+    Within a budget, so that an LSTM of another size does not dilute the LSTM-GRU comparison; LSTM with LSTM is the
+    agreement between seeds, the yardstick for the others.
+    """
+    df = df.assign(budget=df["budget"].fillna(-1), other_budget=df["other_budget"].fillna(-1))  # -1: no budget row
+    pairs = df[(df["model_id"] != df["other_id"]) & (df["budget"] == df["other_budget"]) & (df["family"] == "neural")]
+    return pairs.groupby(["corpus", "budget", "type", "other_type"], as_index=False)["agreement"].mean()
+
+
+def _reference_budget(df: pd.DataFrame, corpus: str) -> float | None:
+    """The budget row the caption compares types in: the one with the most recurrent types (the largest on ties)."""
+    neural = df[(df["corpus"] == corpus) & (df["family"] == "neural")].drop_duplicates("model_id")
+    if neural.empty:
+        return None
+    neural = neural.assign(budget=neural["budget"].fillna(-1))  # -1: sized to no budget row
+    types = neural.groupby("budget")["type"].nunique()
+    return float(types[types == types.max()].index.max())
 
 
 def plot(df: pd.DataFrame):
@@ -226,8 +243,9 @@ def plot(df: pd.DataFrame):
     return fig
 
 
-def _pair(table: pd.DataFrame, corpus: str, a: str, b: str) -> float | None:
-    hit = table[(table["corpus"] == corpus) & (table["type"] == a) & (table["other_type"] == b)]
+def _pair(table: pd.DataFrame, corpus: str, budget: float | None, a: str, b: str) -> float | None:
+    hit = table[(table["corpus"] == corpus) & (table["budget"] == budget) & (table["type"] == a)
+                & (table["other_type"] == b)]  # fmt: skip
     return float(hit["agreement"].iloc[0]) if len(hit) else None
 
 
@@ -235,18 +253,23 @@ def caption(df: pd.DataFrame) -> str:
     parts = []
     types = type_agreement(df)
     for corpus, sub in df.groupby("corpus", sort=False):
+        budget = _reference_budget(df, corpus)
         lstm_gru, lstm_rnn, gru_rnn = (
-            _pair(types, corpus, *p) for p in (("LSTM", "GRU"), ("LSTM", "RNN"), ("GRU", "RNN"))
+            _pair(types, corpus, budget, *p) for p in (("LSTM", "GRU"), ("LSTM", "RNN"), ("GRU", "RNN"))
         )
         n_models = sub["model_id"].nunique()
         text = f"On {corpus} ({n_models} models, {int(sub['positions'].iloc[0]):,} test positions)"
         if None not in (lstm_gru, lstm_rnn, gru_rnn):
             closer = "closer to each other than either is to the RNN" if lstm_gru > max(lstm_rnn, gru_rnn) else (
                 "not closer to each other than to the RNN")  # fmt: skip
+            seeds = _pair(types, corpus, budget, "LSTM", "LSTM")
             text += (
-                f", the LSTM and GRU agree on the most likely character at {100 * lstm_gru:.1f} % of positions, the "
-                f"LSTM and RNN at {100 * lstm_rnn:.1f} %, the GRU and RNN at {100 * gru_rnn:.1f} %: LSTM and GRU are "
-                f"{closer} (paper: LSTM and GRU similar, RNNs their own cluster)"
+                (f", in the {budget:.0f} budget row" if budget > 0 else ", among models of no budget row")
+                + " the LSTM and GRU agree on the most likely character at "
+                f"{100 * lstm_gru:.1f} % of positions, the LSTM and RNN at {100 * lstm_rnn:.1f} %, the GRU and RNN at "
+                f"{100 * gru_rnn:.1f} %"
+                + (f" (LSTM seeds with each other: {100 * seeds:.1f} %)" if seeds is not None else "")
+                + f": LSTM and GRU are {closer} (paper: LSTM and GRU similar, RNNs their own cluster)"
             )
         models = per_model(sub)
         neural = models[models["layers"] > 0]
@@ -271,7 +294,8 @@ def summary(df: pd.DataFrame) -> str:
     types = type_agreement(df)
     items = []
     for corpus in dict.fromkeys(df["corpus"]):
-        lg, lr = _pair(types, corpus, "LSTM", "GRU"), _pair(types, corpus, "LSTM", "RNN")
+        budget = _reference_budget(df, corpus)
+        lg, lr = (_pair(types, corpus, budget, "LSTM", other) for other in ("GRU", "RNN"))
         if lg is not None and lr is not None:
             items.append(f"{corpus}: LSTM-GRU agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
     return "; ".join(items) + " (paper: LSTM and GRU similar, RNNs apart)" if items else ""

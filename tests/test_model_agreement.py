@@ -54,11 +54,11 @@ def test_two_identical_models_agree_everywhere_and_sit_together(tmp_path, artifa
         df = model_agreement.compute(Context(model_index(), common.settings(model_agreement, None, {"distance": how})))
         models = df.drop_duplicates("model_id").set_index("label")
         assert len(models) == 7  # 4 recurrent + 3 n-grams, few enough that the perplexity must come down
-        pair = df[(df["label"] == "LSTM 8 L1 s0") & (df["other_label"] == "LSTM 8 L1 s1")].iloc[0]
+        pair = df[(df["label"] == "LSTM H8 L1 s0") & (df["other_label"] == "LSTM H8 L1 s1")].iloc[0]
         assert pair["agreement"] == 1.0 and pair["hellinger"] == pytest.approx(0.0, abs=1e-6)
         xy = models[["tsne_x", "tsne_y"]].to_numpy()
         gaps = np.linalg.norm(xy[:, None] - xy[None, :], axis=-1)
-        twins = [models.index.get_loc("LSTM 8 L1 s0"), models.index.get_loc("LSTM 8 L1 s1")]
+        twins = [models.index.get_loc("LSTM H8 L1 s0"), models.index.get_loc("LSTM H8 L1 s1")]
         np.fill_diagonal(gaps, np.inf)
         assert gaps[twins[0], twins[1]] == 0  # one point for one set of predictions
         assert (np.delete(gaps, twins, axis=1)[twins] > 0).all()  # and no other model on it
@@ -66,7 +66,7 @@ def test_two_identical_models_agree_everywhere_and_sit_together(tmp_path, artifa
             df.loc[df["model_id"] == df["other_id"], "agreement"] == 1
         ).all()
     table = model_agreement.with_paper(df)
-    assert table.set_index("label").loc["LSTM 8 L1 s0", "agrees most with"] == "LSTM 8 L1 s1"
+    assert table.set_index("label").loc["LSTM H8 L1 s0", "agrees most with"] == "LSTM H8 L1 s1"
     assert "LSTM and GRU agree" in model_agreement.caption(df)
     model_agreement.plot(df)
 
