@@ -208,9 +208,14 @@ def resolved(df: pd.DataFrame) -> pd.Series:
     return first_two.apply(lambda g: len(g) < 2 or np.diff(g["sym_kl"].to_numpy())[0] > g["kl_bound"].sum())
 
 
-def in_turn(orders: list[int]) -> bool:
-    """The paper's pattern: the closest order never goes back down, and it moves through at least three orders."""
-    return all(b >= a for a, b in zip(orders, orders[1:])) and len(set(orders)) >= 3
+def pattern(orders: list[int]) -> str:
+    """How the closest order moves over the snapshots: "in turn" (never down, through every order between its first
+    and last, at least three of them: the paper's 1, 2, 3, 4), "grows" (never down, skipping orders between
+    snapshots), or "not monotone"."""
+    if any(b < a for a, b in zip(orders, orders[1:])):
+        return "not monotone"
+    visited = sorted(set(orders))
+    return "in turn" if len(visited) >= 3 and visited == list(range(visited[0], visited[-1] + 1)) else "grows"
 
 
 def reference(df: pd.DataFrame, corpus: str) -> str | None:
@@ -221,42 +226,60 @@ def reference(df: pd.DataFrame, corpus: str) -> str | None:
     return pick.sort_values(["scale", "seed"], ascending=[False, True])["model_id"].iloc[0] if len(pick) else None
 
 
+def _closest_grid(sub: pd.DataFrame, family: str) -> pd.DataFrame:
+    """Models x snapshots: the order n of the closest baseline of `family` (columns: training characters)."""
+    order = closest_orders(sub, family).assign(model=lambda d: d.apply(label, axis=1))
+    rank = {arch: i for i, arch in enumerate(["lstm", "gru", "rnn", *[a for a in ARCH_LABELS if "-" in a]])}
+    order = order.assign(rank=order["arch"].map(rank), scale=-order["budget"].fillna(order["size"]))
+    models = list(dict.fromkeys(order.sort_values(["rank", "scale", "seed"], kind="stable")["model"]))
+    grid = order.pivot_table(index="model", columns="chars", values="n", aggfunc="first").loc[models]
+    grid.columns = [
+        f"{c / 1e6:.3g}M" if c >= 1e6 else f"{c / 1e3:.3g}K" if c >= 1e3 else str(int(c)) for c in grid.columns
+    ]
+    return grid
+
+
 def plot(df: pd.DataFrame):
     style()
     corpora_ = list(dict.fromkeys(df["corpus"]))
-    fig, axes = plt.subplots(len(corpora_), 4, figsize=(20, 4.3 * len(corpora_)), squeeze=False)
-    for row, corpus in zip(axes, corpora_):
+    n_models = df.groupby("corpus")["model_id"].nunique().max()
+    heat_height = 1.2 + 0.32 * n_models
+    fig = plt.figure(figsize=(20, (4.3 + heat_height) * len(corpora_)))
+    grid = fig.add_gridspec(2 * len(corpora_), 6, height_ratios=[4.3, heat_height] * len(corpora_))
+    for k, corpus in enumerate(corpora_):
         sub = df[df["corpus"] == corpus]
         ref = sub[sub["model_id"] == reference(df, corpus)]
         name = label(ref.iloc[0])
-        for ax, family in zip(row[:2], ("nnn", "ngram")):
+        top = [fig.add_subplot(grid[2 * k, 2 * j : 2 * j + 2]) for j in range(3)]
+        for ax, family in zip(top[:2], ("nnn", "ngram")):
             part = ref[ref["baseline"] == family]
-            palette = sns.color_palette("viridis", part["n"].nunique())
             part = part.assign(sym_kl=part["sym_kl"].clip(lower=1e-4))  # a log axis: an exact 0 drawn at 1e-4
+            palette = sns.color_palette("viridis", part["n"].nunique())
             sns.lineplot(data=part, x="chars", y="sym_kl", hue="n", palette=palette, marker="o", ax=ax, legend="full")
-            ax.set_xscale("log")
             ax.set_yscale("log")
-            ax.set_xlabel("training characters seen by the snapshot")
             ax.set_ylabel("symmetric KL on test (nats/char)")
-            ax.set_title(f"{corpus}: {name} vs {FAMILY_LABELS[family]}")
+            ax.set_title(f"{corpus}: {name} against each {FAMILY_LABELS[family]}")
             ax.legend(title=f"{FAMILY_LABELS[family]} n", fontsize=7, title_fontsize=7, ncol=2)
         part = ref[ref["baseline"] == "nnn"]
-        sns.lineplot(data=part, x="chars", y="delta_loss", hue="n", palette="viridis", marker="o", ax=row[2])
-        row[2].axhline(0, color="black", lw=0.8)
-        row[2].set_xscale("log")
-        row[2].set_xlabel("training characters seen by the snapshot")
-        row[2].set_ylabel("n-NN loss - snapshot loss (nats/char)")
-        row[2].set_title(f"{corpus}: {name}, delta loss (> 0: the net is better)")
-        row[2].legend(title="n-NN n", fontsize=7, title_fontsize=7, ncol=2)
-        order = closest_orders(sub).assign(model=lambda d: d.apply(label, axis=1))
-        sns.lineplot(data=order, x="chars", y="n", hue="model", style="model", markers=True, dashes=False, ax=row[3],
-                     drawstyle="steps-post")  # fmt: skip
-        row[3].set_xscale("log")
-        row[3].set_yticks(sorted(sub.loc[sub["baseline"] == "nnn", "n"].unique()))
-        row[3].set_xlabel("training characters seen by the snapshot")
-        row[3].set_ylabel("closest n-NN (n)")
-        row[3].set_title(f"{corpus}: the closest n-NN of every model's snapshots")
-        row[3].legend(fontsize=6.5, ncol=2)
+        palette = sns.color_palette("viridis", part["n"].nunique())
+        sns.lineplot(data=part, x="chars", y="delta_loss", hue="n", palette=palette, marker="o", ax=top[2])
+        top[2].axhline(0, color="black", lw=0.8)
+        top[2].set_ylabel("n-NN loss - snapshot loss (nats/char)")
+        top[2].set_title(f"{corpus}: {name}, delta loss (> 0: the net is better)")
+        top[2].legend(title="n-NN n", fontsize=7, title_fontsize=7, ncol=2)
+        for ax in top:
+            ax.set_xscale("log")
+            ax.set_xlabel("training characters seen by the snapshot")
+        for j, family in enumerate(("nnn", "ngram")):
+            ax = fig.add_subplot(grid[2 * k + 1, 3 * j : 3 * j + 3])
+            closest = _closest_grid(sub, family)
+            sns.heatmap(closest, annot=True, fmt=".0f", cmap="viridis", cbar=False, ax=ax, linewidths=0.5,
+                        vmin=sub.loc[sub["baseline"] == family, "n"].min(),
+                        vmax=sub.loc[sub["baseline"] == family, "n"].max())  # fmt: skip
+            ax.set_xlabel("snapshot: training characters seen")
+            ax.set_ylabel("")
+            ax.set_title(f"{corpus}: the closest {FAMILY_LABELS[family]} (n) of every model's snapshots")
+            ax.tick_params(labelsize=7)
     fig.tight_layout()
     return fig
 
@@ -270,41 +293,56 @@ def caption(df: pd.DataFrame) -> str:
     for corpus, sub in df.groupby("corpus", sort=False):
         nnn, grams = closest_orders(sub, "nnn"), closest_orders(sub, "ngram")
         ref = reference(df, corpus)
-        r = nnn[nnn["model_id"] == ref]
-        g = grams[grams["model_id"] == ref]
+        r, g = nnn[nnn["model_id"] == ref], grams[grams["model_id"] == ref]
         epochs = r["epoch"].to_numpy()
+        seen = " -> ".join(str(n) for n in dict.fromkeys(r["n"].astype(int)))
         text = (
-            f"On {corpus}, the {label(r.iloc[0])} snapshots at {len(r)} points from {epochs[0]:.4f} to "
-            f"{epochs[-1]:.2f} epochs are closest to the n-NN of n = {_sequence(r)} in turn "
-            f"(symmetric KL to the closest {r['sym_kl'].iloc[0]:.3f} at the first snapshot, {r['sym_kl'].iloc[-1]:.3f} "
-            f"at the last) and to the KenLM n-gram of n = {_sequence(g)}"
+            f"On {corpus}, the {len(r)} snapshots of the {label(r.iloc[0])} (from {epochs[0]:.4f} to {epochs[-1]:.2f} "
+            f"epochs) are closest, one after the other, to the n-NN of n = {_sequence(r)} (symmetric KL to the closest "
+            f"{r['sym_kl'].iloc[0]:.2f} nats at the first snapshot, {r['sym_kl'].iloc[-1]:.2f} at the last) and to the "
+            f"KenLM n-gram of n = {_sequence(g)}. "
         )
-        text += (
-            "; that is the paper's pattern (the closest order only grows, through at least three orders)."
-            if in_turn(list(r["n"]))
-            else "; that is not the paper's clean progression through the orders."
-        )
+        text += {
+            "in turn": f"The closest n-NN passes through the orders in turn ({seen}), as the paper shows (1, 2, 3, 4).",
+            "grows": f"The closest n-NN only grows ({seen}), as in the paper (1, 2, 3, 4), but skips orders between "
+            "snapshots.",
+            "not monotone": f"The closest n-NN goes back down ({seen}): not the paper's progression (1, 2, 3, 4).",
+        }[pattern(list(r["n"]))]
+        kinds = {mid: pattern(list(m["n"])) for mid, m in nnn.groupby("model_id", sort=False)}
         others = [f"{label(m.iloc[0])}: {_sequence(m)}" for mid, m in nnn.groupby("model_id", sort=False) if mid != ref]
         if others:
-            text += " Closest n-NN per snapshot for the other models: " + "; ".join(others) + "."
+            text += (
+                f" Of all {len(kinds)} models, {sum(k != 'not monotone' for k in kinds.values())} never go back to a "
+                f"lower order; {sum(k == 'in turn' for k in kinds.values())} of {len(kinds)} pass through the orders "
+                "in turn; "
+                "closest n-NN per snapshot for the others: " + "; ".join(others) + "."
+            )
         last = sub[(sub["model_id"] == ref) & (sub["baseline"] == "nnn")]
         last = last[last["step"] == last["step"].max()]
         beaten = sorted(last.loc[last["delta_loss"] > 0, "n"])
-        text += (f" At its last snapshot it beats the n-NNs of n = {', '.join(map(str, beaten)) or 'none'} "
-                 "in test loss.")  # fmt: skip
+        text += (f" At its last snapshot the {label(r.iloc[0])} beats the n-NNs of n = "
+                 f"{', '.join(map(str, beaten)) or 'none'} in test loss.")  # fmt: skip
         parts.append(text)
     gap = resolved(df)
     parts.append(
-        f"The float16 storage of the distributions changes no KL here by more than {df['kl_bound'].max():.4f} nats "
+        f"The float16 storage of the distributions changes no KL here by more than {df['kl_bound'].max():.3f} nats "
         f"(the bound of charlm.predictions); the closest n-NN is ahead of the second closest by more than both their "
         f"bounds at {int(gap.sum())} of {len(gap)} snapshots."
     )
     if df["epoch"].max() < 3:
         parts.append(
             f"These models trained for only {df['epoch'].max():.2f} epochs, so their snapshots span their whole "
-            "training, not the paper's first 3 of 50 epochs; with 1-layer small models and undertrained higher-order "
-            "n-NNs the later orders may never be reached. The KenLM n-grams are exact, so their curves are the firmer "
-            "yardstick."
+            f"training, not the paper's first 3 of 50 epochs, at {df.groupby('model_id')['step'].nunique().max()} "
+            "log-spaced points: the orders a model passes through between two snapshots are not seen."
+        )
+    nnn = df[df["baseline"] == "nnn"]
+    last = nnn[nnn["step"] == nnn.groupby("model_id")["step"].transform("max")]
+    beyond = last.groupby("model_id")["delta_loss"].min() > 0  # the last snapshot beats every n-NN
+    if beyond.all():
+        parts.append(
+            "Every model ends better than every n-NN in test loss, so the late snapshots are closest to the n-NN "
+            "that resembles them most, not to one that matches them; the KenLM n-grams, exact counts, are the firmer "
+            "yardstick there."
         )
     return " ".join(parts)
 
@@ -315,7 +353,7 @@ def summary(df: pd.DataFrame) -> str:
         ref = reference(df, corpus)
         orders = closest_orders(sub)
         r = orders[orders["model_id"] == ref]
-        items.append(f"{corpus} {label(r.iloc[0])}: closest n-NN by snapshot {_sequence(r)}")
+        items.append(f"{corpus} {label(r.iloc[0])}: closest n-NN by snapshot {_sequence(r)} ({pattern(list(r['n']))})")
     return "; ".join(items) + " (paper: 1, then 2, 3, 4 in turn)"
 
 

@@ -84,14 +84,14 @@ def test_a_snapshot_identical_to_an_nnn_has_kl_zero_to_it_and_the_orders_come_in
     same = lstm[(lstm["baseline"] == "nnn") & (lstm["n"] == lstm["step"].map({1: 1, 2: 2, 4: 3}))]
     assert np.allclose(same["sym_kl"], 0.0, atol=1e-9) and np.allclose(same["delta_loss"], 0.0, atol=1e-6)
     orders = training_dynamics.closest_orders(lstm)
-    assert list(orders["n"]) == [1, 2, 3] and training_dynamics.in_turn(list(orders["n"]))
+    assert list(orders["n"]) == [1, 2, 3] and training_dynamics.pattern(list(orders["n"])) == "in turn"
     assert list(training_dynamics.closest_orders(df[df["arch"] == "gru"])["n"]) == [1, 2]  # every model with snapshots
     # the loss column is the snapshot's exact test loss: the 2-NN's own at step 2
     step2 = lstm[lstm["step"] == 2]
     assert step2["loss"].iloc[0] == pytest.approx(
         -nnn[2][np.arange(len(nnn[2])), corpus.split("test")[1:]].mean(), abs=1e-5
     )
-    assert "paper's pattern" in training_dynamics.caption(df)
+    assert "in turn" in training_dynamics.caption(df)
     assert "1, 2, 3" in training_dynamics.summary(df)
     training_dynamics.plot(df)
     early = training_dynamics.compute(
@@ -114,3 +114,10 @@ def test_a_missing_nnn_is_one_line_naming_the_command(tmp_path, artifacts, capsy
     assert run_cli(training_dynamics.main, ["--corpus", corpus.source]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "n = 6" in err[0] and "python -m charlm.nnn" in err[0]
+
+
+def test_the_pattern_of_closest_orders_is_named_as_the_paper_would():
+    assert training_dynamics.pattern([1, 1, 2, 3, 4]) == "in turn"  # the paper's 1-NN, then 2, 3, 4
+    assert training_dynamics.pattern([1, 1, 4, 6]) == "grows"  # never down, but orders skipped
+    assert training_dynamics.pattern([2, 2]) == "grows"
+    assert training_dynamics.pattern([1, 3, 2, 4]) == "not monotone"
