@@ -94,6 +94,8 @@ def test_a_snapshot_identical_to_an_nnn_has_kl_zero_to_it_and_the_orders_come_in
     assert "in turn" in training_dynamics.caption(df)
     assert "1, 2, 3" in training_dynamics.summary(df)
     training_dynamics.plot(df)
+    table = training_dynamics.with_paper(df)
+    assert table.iloc[0]["closest n-NN by snapshot"] == "1, 2, 3" and table.iloc[-1]["pattern"] == "in turn"
     early = training_dynamics.compute(
         Context(model_index(), common.settings(training_dynamics, None, {"max_epochs": 300 / 4800}))
     )
