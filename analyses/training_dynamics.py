@@ -118,29 +118,22 @@ def compute(ctx: Context) -> pd.DataFrame:
 
 
 class _Baselines:
-    """The n-NN and n-gram baselines of one corpus: rows, test losses, and their distributions read on demand."""
+    """The n-NN and n-gram baselines of one corpus: rows, test losses, and distributions at the sample of positions."""
 
     def __init__(self, ctx: Context, key: str, positions: np.ndarray):
-        split = ctx.settings["split"]
-        self.ctx, self.split, self.positions = ctx, split, positions
+        self.split, self.positions = ctx.settings["split"], positions
         self.rows = pd.DataFrame(
             [ctx.baseline("nnn", key, n) for n in ctx.settings["nnn_n"]]
             + [ctx.baseline("ngram", key, n) for n in ctx.settings["ngram_n"]]
         )  # any missing order is a MissingInput naming the command that builds it
-        self.loss = np.array([ctx.predictions(b, split).nll.mean() for _, b in self.rows.iterrows()])
-        self._logps = None
-
-    def logps(self) -> list[np.ndarray]:
-        if self._logps is None:  # only when some model's divergences are not cached yet
-            self._logps = [
-                self.ctx.predictions(b, self.split).distributions(self.positions) for _, b in self.rows.iterrows()
-            ]
-        return self._logps
+        preds = [ctx.predictions(b, self.split) for _, b in self.rows.iterrows()]  # each read once
+        self.loss = np.array([p.nll.mean() for p in preds])
+        self.logps = [p.distributions(positions) for p in preds]  # (K, V) float32 each, a few MB
 
 
 def _measure(ctx: Context, model: pd.Series, files: list[str], baselines: _Baselines) -> dict[str, np.ndarray]:
     preds = [ctx.predictions(model, baselines.split, snapshot=f) for f in files]
-    kl, bound = divergences([p.distributions(baselines.positions) for p in preds], baselines.logps())
+    kl, bound = divergences([p.distributions(baselines.positions) for p in preds], baselines.logps)
     return {"kl": kl, "bound": bound, "loss": np.array([p.nll.mean() for p in preds])}
 
 
