@@ -330,8 +330,10 @@ def caption(df: pd.DataFrame) -> str:
         f"bounds at {int(gap.sum())} of {len(gap)} snapshots."
     )
     if df["epoch"].max() < 3:
+        last_epochs = df.groupby("corpus")["epoch"].max()
+        span = f"{last_epochs.min():.2f}" + (f" to {last_epochs.max():.2f}" if last_epochs.nunique() > 1 else "")
         parts.append(
-            f"These models trained for only {df['epoch'].max():.2f} epochs, so their snapshots span their whole "
+            f"These models trained for only {span} epochs, so their snapshots span their whole "
             f"training, not the paper's first 3 of 50 epochs, at {df.groupby('model_id')['step'].nunique().max()} "
             "log-spaced points: the orders a model passes through between two snapshots are not seen."
         )
