@@ -425,12 +425,13 @@ def caption(df: pd.DataFrame) -> str:
         if large.empty:
             continue
         r = large.iloc[0]
+        paper = "paper" if corpus == "warpeace" else "paper, on War and Peace"
         shares = _group_shares(sub, r["model_id"])
         listing = ", ".join(f"{g} {100 * shares.get(g, 0):.0f} %" for g in GROUPS[:-1])
         parts.append(
             f"On {corpus} the large LSTM ({_label(r)}, seed {r['seed']}) errs on {r['errors']:,} of "
-            f"{r['positions']:,} test characters ({100 * r['errors'] / r['positions']:.0f} %; paper 42 %): "
-            f"{listing} (paper: n-gram 18 %, memory 6 %, rare words 9 %, word model 37 %)."
+            f"{r['positions']:,} test characters ({100 * r['errors'] / r['positions']:.0f} %; {paper} 42 %): "
+            f"{listing} ({paper}: n-gram 18 %, memory 6 %, rare words 9 %, word model 37 %)."
         )
         extra = _extra(df, corpus)
         if extra is not None and extra.sum() > 0:
@@ -484,8 +485,15 @@ def notes(df: pd.DataFrame) -> list[str]:
         "by a word byte, and a tab counts as a space; the boost oracles add "
         f"{', '.join(c.split()[-1] for c in boosts)} to p(correct) (the paper does not state its amounts)"
         + (", so nothing remains after the last." if float(boosts[-1].split()[-1]) >= 0.5 else "."),
-        "Examples show 30 characters before the error, the erred character in «», and 10 after; \\n and \\r are "
-        "the newline bytes.",
+        "Examples show the text before the error, the erred character in «», and a little after; \\n, \\r and \\t "
+        "are the newline, carriage return and tab bytes.",
+        "The dynamic-memory window never reaches back before the test split's start."
+        + (
+            " The split is contiguous (the test set is the end of the file), where the paper's char-rnn split spread "
+            "it over the whole book."
+            if (df["splits"] == "contiguous").any()
+            else ""
+        ),
     ]
     if "warpeace" in set(df["corpus"]):
         out.append(
