@@ -311,7 +311,8 @@ def _fmt_pct(x: float) -> str:
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
     """Per corpus and category group: the share of errors of every model (seeds averaged), the small LSTM's extra
     errors, the paper's breakdown, and one example string of the large LSTM."""
-    rows = []
+    rows, placement = [], {}  # placement: where a model's column goes (the order of _ordered, across corpora)
+    rank = {a: i for i, a in enumerate(["lstm", *[a for a in ARCH_LABELS if a != "lstm"]])}
     for corpus, sub in df.groupby("corpus", sort=False):
         groups = _by_group(sub)
         groups = groups.set_index("model_id").loc[_ordered(sub.drop_duplicates("model_id"))["model_id"]].reset_index()
@@ -326,6 +327,7 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
                     f" ({cfg['model_id'].nunique()} seeds)" if cfg["model_id"].nunique() > 1 else ""
                 )
                 models = cfg.drop_duplicates("model_id")
+                placement.setdefault(name, (rank[cfg["arch"].iloc[0]], -cfg["budget"].fillna(cfg["size"]).iloc[0]))
                 if group == "errors":
                     row[name] = f"{models['errors'].mean():,.0f}"
                 elif group == "error rate":
@@ -355,7 +357,7 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
             rows.append(row)
     table = pd.DataFrame(rows).fillna("")
     back = ["small - large: extra errors", "paper: best LSTM", "paper: 50K LSTM extra", "example (large LSTM)"]
-    models = [c for c in table.columns if c not in ("corpus", "category", *back)]
+    models = sorted((c for c in table.columns if c not in ("corpus", "category", *back)), key=placement.get)
     return table[["corpus", "category", *models, *[c for c in back if c in table.columns]]]
 
 
