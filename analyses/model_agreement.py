@@ -1,0 +1,326 @@
+"""Which models predict alike? Karpathy et al. (2016) sec 4.1 and Fig 1 right: a t-SNE of models, and agreement.
+
+Every model, recurrent or baseline (KenLM n-grams, n-NNs), is read at the same fixed sample of test positions
+(`charlm.predictions.sample_positions`, where every stored Predictions keeps its full distribution):
+
+- agreement(a, b): the fraction of those positions where models a and b put their highest probability on the same
+  character (sec 4.1: "the fraction of times that each pair of models agree on the most likely character");
+- distance(a, b) for the embedding: the root mean square over positions of the Hellinger distance between the two
+  predictive distributions, H(p, q) = sqrt(1/2 sum_v (sqrt p_v - sqrt q_v)^2), in [0, 1];
+- a 2-D t-SNE (scikit-learn, precomputed distances) of the models of one corpus, drawn as in Fig 1 right: colour by
+  type, size by budget, marker by depth.
+
+The paper rendered its t-SNE from the agreement ("we found this more stable and robust than the KL divergence");
+its figure caption says "based on the probabilities". We embed from the probabilities by default and offer the
+paper's choice as `--set distance=disagreement` (1 - agreement). Two models with identical predictions have
+distance 0 and agreement 1 either way, so they sit together.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from sklearn.manifold import TSNE
+
+from charlm.predictions import sample_positions
+from corpora.errors import UserError, run_cli
+
+from .common import analysis_main, style
+from .context import Context, Needs
+
+TITLE = "Model agreement and a t-SNE of models"
+QUESTION = "Which models make the same predictions: do the LSTM and the GRU agree, and do RNNs form their own cluster?"
+PAPER_SOURCE = (
+    "Karpathy et al. (2016), sec 4.1 and Fig 1 right (t-SNE of War and Peace models; the LSTM and GRU make "
+    "similar predictions, the RNNs form their own cluster; no numbers are given)"
+)
+NEEDS = Needs()  # it reads every model the profile built, baselines included
+SETTINGS = {
+    "split": "test",  # split whose sample of positions is read
+    "distance": "hellinger",  # embedding distance: hellinger (from the probabilities) or disagreement (sec 4.1)
+    "perplexity": 30.0,  # t-SNE perplexity; lowered to (models - 1) / 3 when a corpus has few models
+    "seed": 0,  # t-SNE random state
+}
+DISTANCES = ("hellinger", "disagreement")
+TYPE_LABELS = {
+    "rnn": "RNN", "gru": "GRU", "lstm": "LSTM", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
+    "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "lstm-gates": "LSTM - GATES", "ngram": "n-gram (KenLM)",
+    "nnn": "n-NN",
+}  # fmt: skip
+IDENTICAL = 1e-6  # a distance this small is two copies of the same predictions (float16 resolution is 5e-4)
+CHUNK = 2_000  # positions per block of the Hellinger Gram matrix (bounds memory for many models)
+
+
+def agreement_matrix(argmax: np.ndarray) -> np.ndarray:
+    """(M, M) fraction of positions where two models' most likely characters agree, from (M, K) argmaxes."""
+    return np.stack([(argmax == row[None, :]).mean(axis=1) for row in argmax])
+
+
+def hellinger_matrix(logps: list[np.ndarray]) -> np.ndarray:
+    """(M, M) root mean square over positions of the Hellinger distance, from M (K, V) log-probability arrays.
+
+    sum_v (sqrt p - sqrt q)^2 = |sqrt p|^2 + |sqrt q|^2 - 2 sqrt p . sqrt q, so the mean over positions is a Gram
+    matrix of the square-root distributions (accumulated in float64, in blocks of positions).
+    """
+    n_positions = logps[0].shape[0]
+    gram = np.zeros((len(logps), len(logps)))
+    for lo in range(0, n_positions, CHUNK):
+        roots = np.stack([np.exp(0.5 * lp[lo : lo + CHUNK].astype(np.float64)).ravel() for lp in logps])
+        gram += roots @ roots.T
+    norms = np.diag(gram)
+    squared = (norms[:, None] + norms[None, :] - 2 * gram) / (2 * n_positions)  # mean of H^2 over positions
+    return np.sqrt(np.clip(squared, 0.0, None))
+
+
+def embed(distance: np.ndarray, perplexity: float, seed: int = 0) -> np.ndarray:
+    """(M, 2) t-SNE of M models from their (M, M) distances; perplexity lowered to (M - 1) / 3 when needed.
+
+    Models with identical predictions (distance 0) are embedded once and share their point: t-SNE's normalisation
+    would push two copies of one point apart, as far as other neighbours when there are only a few models.
+    Initialised with classical MDS of the distances (deterministic, keeps the global layout), scaled as
+    scikit-learn scales its PCA initialisation.
+    """
+    copy_of = (distance <= IDENTICAL).argmax(axis=1)  # the first model with the same predictions (itself if none)
+    unique = np.unique(copy_of)
+    d = np.array(distance[np.ix_(unique, unique)], dtype=np.float64)
+    m = unique.size
+    if m < 3:
+        coords = np.column_stack([np.arange(m) * float(d.max(initial=0.0)), np.zeros(m)])
+    else:
+        centring = np.eye(m) - 1 / m
+        values, vectors = np.linalg.eigh(-0.5 * centring @ (d**2) @ centring)
+        init = vectors[:, -2:][:, ::-1] * np.sqrt(np.clip(values[-2:][::-1], 1e-12, None))
+        init = init / max(init[:, 0].std(), 1e-12) * 1e-4
+        tsne = TSNE(
+            n_components=2, perplexity=min(perplexity, (m - 1) / 3), metric="precomputed", init=init,
+            method="exact", random_state=seed,
+        )  # fmt: skip  # exact: a few dozen models cost nothing; Barnes-Hut is for thousands of points
+        coords = tsne.fit_transform(d)
+    return coords[np.searchsorted(unique, copy_of)]
+
+
+def _describe(row: pd.Series) -> dict:
+    """What the figure encodes for a model: type, budget (or n for a baseline), depth, and a short label."""
+    family = row["family"]
+    if family == "neural":
+        budget = row["budget"] if pd.notna(row["budget"]) else np.nan  # a model sized to no budget row has none
+        scale = f"{int(budget)}" if pd.notna(budget) else f"H{int(row['size'])}"
+        label = f"{TYPE_LABELS.get(row['arch'], row['arch'])} {scale} L{int(row['layers'])} s{int(row['seed'])}"
+        return {"type": TYPE_LABELS.get(row["arch"], row["arch"]), "budget": budget, "layers": int(row["layers"]),
+                "n": np.nan, "label": label}  # fmt: skip
+    label = f"{int(row['n'])}-{'gram' if family == 'ngram' else 'NN'}"
+    return {"type": TYPE_LABELS[family], "budget": np.nan, "layers": 0, "n": int(row["n"]), "label": label}
+
+
+def compute(ctx: Context) -> pd.DataFrame:
+    """One row per ordered pair of models of a corpus: their agreement and distance, each model's embedding."""
+    split, how = ctx.settings["split"], ctx.settings["distance"]
+    if how not in DISTANCES:
+        raise UserError(f"distance must be one of {', '.join(DISTANCES)}, got {how!r}")
+    frames = []
+    for key in ctx.corpus_keys():
+        neural = ctx.models(corpus=key, required=False)
+        rank = {arch: i for i, arch in enumerate(["lstm", "gru", "rnn", *[a for a in TYPE_LABELS if "-" in a]])}
+        neural = neural.assign(rank=neural["arch"].map(rank).fillna(len(rank)), scale=-neural["budget"].fillna(0))
+        neural = neural.sort_values(["rank", "scale", "layers", "seed"]).drop(columns=["rank", "scale"])
+        baselines = ctx.index[(ctx.index["corpus_key"] == key) & ctx.index["family"].isin(["ngram", "nnn"])]
+        models = pd.concat([neural, baselines.sort_values(["family", "n"])], ignore_index=True)
+        if models.empty:
+            continue
+        positions = sample_positions(ctx.corpus(key).split(split).size - 1)
+        argmax, logps, ce = [], [], []
+        for _, row in models.iterrows():
+            preds = ctx.predictions(row, split)
+            argmax.append(preds.argmax_at(positions))
+            logps.append(preds.distributions(positions))
+            ce.append(float(preds.nll.mean()))
+        agree = agreement_matrix(np.stack(argmax))
+        hell = hellinger_matrix(logps)
+        coords = embed(hell if how == "hellinger" else 1.0 - agree, ctx.settings["perplexity"], ctx.settings["seed"])
+        described = pd.DataFrame([_describe(r) for _, r in models.iterrows()])
+        m = len(models)
+        a, b = np.repeat(np.arange(m), m), np.tile(np.arange(m), m)
+        frames.append(pd.DataFrame({
+            "corpus": models["corpus"].iloc[0], "model_id": models["model_id"].to_numpy()[a],
+            "label": described["label"].to_numpy()[a], "family": models["family"].to_numpy()[a],
+            "arch": models["arch"].to_numpy()[a], "type": described["type"].to_numpy()[a],
+            "budget": described["budget"].to_numpy()[a], "layers": described["layers"].to_numpy()[a],
+            "n": described["n"].to_numpy()[a], "ce_nats": np.array(ce)[a],
+            "tsne_x": coords[a, 0], "tsne_y": coords[a, 1],
+            "other_id": models["model_id"].to_numpy()[b], "other_label": described["label"].to_numpy()[b],
+            "other_type": described["type"].to_numpy()[b], "other_budget": described["budget"].to_numpy()[b],
+            "agreement": agree[a, b], "hellinger": hell[a, b],
+            "positions": positions.size, "embedded_by": how,
+        }))  # fmt: skip
+    if not frames:
+        ctx.models()  # nothing at all: the MissingInput naming the command
+    return pd.concat(frames, ignore_index=True)
+
+
+def per_model(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per model: its embedding, and the other model it agrees with most."""
+    others = df[df["model_id"] != df["other_id"]]
+    best = others.loc[others.groupby(["corpus", "model_id"])["agreement"].idxmax()]
+    best = best.set_index(["corpus", "model_id"])[["other_label", "agreement"]]
+    models = df.drop_duplicates(["corpus", "model_id"]).set_index(["corpus", "model_id"])
+    cols = ["label", "type", "budget", "layers", "n", "ce_nats", "tsne_x", "tsne_y"]
+    out = models[cols].join(best.rename(columns={"other_label": "agrees most with", "agreement": "its agreement"}))
+    return out.reset_index().drop(columns="model_id")
+
+
+def with_paper(df: pd.DataFrame) -> pd.DataFrame:
+    """The report's table: one row per model (the full pairwise table is the CSV); the paper gives no numbers."""
+    return per_model(df)
+
+
+def type_agreement(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean agreement between the recurrent models of two types within one budget row (distinct models only).
+
+    Within a budget, so that an LSTM of another size does not dilute the LSTM-GRU comparison; LSTM with LSTM is the
+    agreement between seeds, the yardstick for the others.
+    """
+    df = df.assign(budget=df["budget"].fillna(-1), other_budget=df["other_budget"].fillna(-1))  # -1: no budget row
+    pairs = df[(df["model_id"] != df["other_id"]) & (df["budget"] == df["other_budget"]) & (df["family"] == "neural")]
+    return pairs.groupby(["corpus", "budget", "type", "other_type"], as_index=False)["agreement"].mean()
+
+
+def _reference_budget(df: pd.DataFrame, corpus: str) -> float | None:
+    """The budget row the caption compares types in: the one with the most recurrent types (the largest on ties)."""
+    neural = df[(df["corpus"] == corpus) & (df["family"] == "neural")].drop_duplicates("model_id")
+    if neural.empty:
+        return None
+    neural = neural.assign(budget=neural["budget"].fillna(-1))  # -1: sized to no budget row
+    types = neural.groupby("budget")["type"].nunique()
+    return float(types[types == types.max()].index.max())
+
+
+def plot(df: pd.DataFrame):
+    style()
+    corpora_ = list(dict.fromkeys(df["corpus"]))
+    fig, axes = plt.subplots(len(corpora_), 2, figsize=(15, 6.6 * len(corpora_)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1, 1.15]})  # fmt: skip
+    types = list(dict.fromkeys(TYPE_LABELS[k] for k in TYPE_LABELS if TYPE_LABELS[k] in set(df["type"])))
+    colours = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]  # tab10 without its grey
+    palette = dict(zip(types, colours * 2))
+    markers = {0: "X", 1: "o", 2: "s", 3: "^"}
+    for (ax, heat), corpus in zip(axes, corpora_):
+        sub = df[df["corpus"] == corpus]
+        models = sub.drop_duplicates("model_id").copy()
+        largest = models["budget"].max()  # marker area grows with the budget; baselines get a small fixed one
+        models["point"] = (60 + 220 * models["budget"] / largest).fillna(50.0)
+        models["depth"] = models["layers"].map(lambda l: "baseline" if l == 0 else f"{l} layer{'s' * (l > 1)}")
+        for (kind, depth), group in models.groupby(["type", "layers"]):
+            ax.scatter(
+                group["tsne_x"], group["tsne_y"], s=group["point"], c=[palette[kind]], marker=markers.get(depth, "D"),
+                edgecolor="black", linewidth=0.4, alpha=0.85,
+            )  # fmt: skip
+        for _, r in models.iterrows():
+            ax.annotate(r["label"], (r["tsne_x"], r["tsne_y"]), fontsize=6.5, xytext=(3, 3), textcoords="offset points")
+        handles = [
+            plt.Line2D([], [], ls="", marker="o", color=palette[t], label=t) for t in types if t in set(models["type"])
+        ]
+        depths = models.drop_duplicates("layers").sort_values("layers")[["layers", "depth"]].to_numpy()
+        handles += [plt.Line2D([], [], ls="", marker=markers.get(d, "D"), color="grey", label=lab) for d, lab in depths]
+        ax.legend(handles=handles, fontsize=7, loc="best", title="type / depth (size: budget)", title_fontsize=7)
+        ax.set_title(f"{corpus}: t-SNE of models ({models['embedded_by'].iloc[0]} distance, "
+                     f"{int(models['positions'].iloc[0]):,} test positions)")  # fmt: skip
+        ax.set_xlabel("t-SNE 1")
+        ax.set_ylabel("t-SNE 2")
+        order = list(models["label"])
+        grid = sub.pivot(index="label", columns="other_label", values="agreement").loc[order, order]
+        low = np.floor(10 * sub["agreement"].min()) / 10  # the colours span the agreements there are
+        sns.heatmap(grid, ax=heat, cmap="viridis", vmin=low, vmax=1, square=True, xticklabels=True, yticklabels=True,
+                    cbar_kws={"label": "argmax agreement (fraction of positions)", "shrink": 0.7})  # fmt: skip
+        heat.tick_params(labelsize=6)
+        heat.set_xlabel("")
+        heat.set_ylabel("")
+        heat.set_title(f"{corpus}: pairwise agreement on the most likely next character")
+    fig.tight_layout()
+    return fig
+
+
+def _pair(table: pd.DataFrame, corpus: str, budget: float | None, a: str, b: str) -> float | None:
+    hit = table[(table["corpus"] == corpus) & (table["budget"] == budget) & (table["type"] == a)
+                & (table["other_type"] == b)]  # fmt: skip
+    return float(hit["agreement"].iloc[0]) if len(hit) else None
+
+
+def caption(df: pd.DataFrame) -> str:
+    parts = []
+    types = type_agreement(df)
+    for corpus, sub in df.groupby("corpus", sort=False):
+        budget = _reference_budget(df, corpus)
+        lstm_gru, lstm_rnn, gru_rnn = (
+            _pair(types, corpus, budget, *p) for p in (("LSTM", "GRU"), ("LSTM", "RNN"), ("GRU", "RNN"))
+        )
+        n_models = sub["model_id"].nunique()
+        text = f"On {corpus} ({n_models} models, {int(sub['positions'].iloc[0]):,} test positions)"
+        if None not in (lstm_gru, lstm_rnn, gru_rnn):
+            closer = "closer to each other than either is to the RNN" if lstm_gru > max(lstm_rnn, gru_rnn) else (
+                "not closer to each other than to the RNN")  # fmt: skip
+            seeds = _pair(types, corpus, budget, "LSTM", "LSTM")
+            text += (
+                (f", in the {budget:.0f} budget row" if budget > 0 else ", among models of no budget row")
+                + " the LSTM and GRU agree on the most likely character at "
+                f"{100 * lstm_gru:.1f} % of positions, the LSTM and RNN at {100 * lstm_rnn:.1f} %, the GRU and RNN at "
+                f"{100 * gru_rnn:.1f} %"
+                + (f" (LSTM seeds with each other: {100 * seeds:.1f} %)" if seeds is not None else "")
+                + f": LSTM and GRU are {closer} (paper: LSTM and GRU similar, RNNs their own cluster)"
+            )
+            if abs(lstm_gru - lstm_rnn) < 0.05:  # under 5 points: a faint separation, said as such
+                text += (
+                    f", but by only {100 * (lstm_gru - lstm_rnn):+.1f} points: these small, briefly trained models "
+                    "show the paper's clusters faintly at most"
+                )
+        models = per_model(sub)
+        neural = models[models["layers"] > 0]
+        if len(neural):
+            grams = sub[(sub["family"] != "neural") & (sub["other_type"].isin(neural["type"]))]
+            best = grams.loc[grams["agreement"].idxmax()] if len(grams) else None
+            if best is not None:
+                text += (f"; the baseline closest to a recurrent model is the {best['label']} "
+                         f"({100 * best['agreement']:.1f} % agreement with {best['other_label']})")  # fmt: skip
+        parts.append(text + ".")
+    parts.append(
+        "The embedding is a t-SNE of the models' root-mean-square Hellinger distances between predictive "
+        "distributions (perplexity lowered to a third of the models when there are few); its axes have no units and "
+        "only neighbourhoods mean something."
+        if df["embedded_by"].iloc[0] == "hellinger"
+        else "The embedding is a t-SNE of 1 - argmax agreement, as in the paper's sec 4.1."
+    )
+    return " ".join(parts)
+
+
+def summary(df: pd.DataFrame) -> str:
+    types = type_agreement(df)
+    items = []
+    for corpus in dict.fromkeys(df["corpus"]):
+        budget = _reference_budget(df, corpus)
+        lg, lr = (_pair(types, corpus, budget, "LSTM", other) for other in ("GRU", "RNN"))
+        if lg is not None and lr is not None:
+            items.append(f"{corpus}: LSTM-GRU agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
+    return "; ".join(items) + " (paper: LSTM and GRU similar, RNNs apart)" if items else ""
+
+
+def notes(df: pd.DataFrame) -> list[str]:
+    out = [
+        "Distributions are stored in float16 (charlm.predictions): the Hellinger distances carry a relative error "
+        "of about 2^-11; argmaxes and agreements are exact.",
+        "The paper's figure holds the RNN, GRU and LSTM of every depth and budget on War and Peace; ours holds every "
+        "model of this profile, baselines included, and one embedding per corpus.",
+    ]
+    if df["layers"].max() <= 1:
+        out.append("All recurrent models here have one layer, so the marker (depth) separates only recurrent models "
+                   "from baselines.")  # fmt: skip
+    return out
+
+
+main = analysis_main(__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main))

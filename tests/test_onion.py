@@ -1,0 +1,152 @@
+"""The onion (Karpathy et al. sec 4.4): word definition, each oracle on a hand-built text, the peel, the CLI."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
+
+from analyses import common, onion
+from analyses.context import Context, MissingInput, model_index
+from corpora import run_cli
+
+
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
+
+
+def _settings(**overrides) -> dict:
+    return common.settings(onion, None, overrides)
+
+
+def test_a_word_is_a_run_of_letters_digits_underscores_and_utf8_joined_by_inner_apostrophes():
+    text = b"couldn't 'Mary' well-known caf\xc3\xa9 x_1 dogs' end"
+    words = [text[a:b] for a, b in onion.word_spans(text)]
+    assert words == [b"couldn't", b"Mary", b"well", b"known", b"caf\xc3\xa9", b"x_1", b"dogs", b"end"]
+    assert onion.word_counts(b"the cat, the Cat; the") == Counter({b"the": 3, b"cat": 1, b"Cat": 1})
+    assert onion.word_spans(b" ;-").shape == (0, 2)
+
+
+def test_each_oracle_removes_exactly_the_errors_it_defines_in_the_papers_order():
+    #        0         1         2         3
+    #        0123456789012345678901234567890123456789
+    text = b"zz Mary saw Mary. Bob ran\n\"ok dog's 'hi"
+    counts = Counter({b"zz": 9, b"Mary": 9, b"saw": 9, b"Bob": 1, b"ran": 9, b"ok": 9, b"dog's": 9, b"hi": 9})
+    settings = _settings(memory_n=[10, 100], rare_max=1)
+    cats = onion.categories(settings)
+    code_of = dict(zip(cats["category"], cats["code"]))
+    ngram = np.zeros(len(text) - 1, dtype=bool)
+    ngram[13] = True  # an n-gram gets the 'r' of the second Mary (byte 14) right
+    code = onion.first_oracle(text, counts, ngram, settings)
+    expected = {
+        13: code_of["n-gram (n = 1..9)"],  # n-gram first, though that byte is also in remembered Mary
+        12: code_of["10-memory"], 14: code_of["10-memory"],  # Mary again, 9 bytes later: its 2nd char on
+        11: code_of["word model"],  # the M of the second Mary follows a space
+        17: code_of["word 1-train"], 18: code_of["word 1-train"], 19: code_of["word 1-train"],  # Bob: once in train
+        15: code_of["punctuation"],  # '.'
+        25: code_of["word model"], 26: code_of["word model"],  # '"' after a newline, 'o' after a quote
+        7: code_of["word model"],  # 's' after a space
+        32: code_of["punctuation"],  # the apostrophe of dog's is punctuation ...
+        33: -1,  # ... but the 's' after it does not follow a quote
+        35: code_of["word model"], 36: code_of["word model"],  # "'" after a space, and 'h' after that quote
+        3: -1, 1: -1, 27: -1,  # first Mary's 'a', the space after zz, the 'k' of ok: no oracle
+    }  # fmt: skip
+    for t, want in expected.items():
+        assert code[t] == want, (t, text[t + 1 : t + 2], code[t], want)
+
+
+def test_the_memory_window_holds_a_word_seen_exactly_n_characters_before():
+    settings = _settings(memory_n=[4], rare_max=0)
+    text = b"abc abc"  # the second abc starts 4 bytes after the first
+    counts = Counter({b"abc": 9})
+    code = onion.first_oracle(text, counts, np.zeros(6, dtype=bool), settings)
+    assert list(code[4:]) == [1, 1]  # its 'b' and 'c'; its 'a' follows a space (word model, code 3)
+    assert code[3] == 3
+    assert list(onion.first_oracle(text, counts, np.zeros(6, dtype=bool), _settings(memory_n=[3], rare_max=0))[4:]) == [
+        -1,
+        -1,
+    ]
+
+
+def test_boosts_take_what_no_oracle_removes_and_right_answers_are_no_errors():
+    settings = _settings(boosts=[0.25, 0.5])
+    cats = onion.categories(settings)
+    boost = dict(zip(cats["category"], cats["code"]))
+    p = np.array([0.30, 0.20, 0.60, 0.49, 0.0])
+    first = np.array([-1, -1, -1, 3, -1])
+    code = onion.peel(p, first, settings)
+    assert list(code) == [boost["boost 0.25"], boost["boost 0.5"], -1, 3, boost["boost 0.5"]]
+    short = _settings(boosts=[0.1])
+    assert onion.peel(p, first, short)[1] == onion.categories(short).set_index("category").loc["remaining", "code"]
+
+
+def _onion_models(tmp_path, orders=range(1, 10)):
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    t = np.arange(T)
+    for n in orders:  # the 3-gram gets every 7th position right, the others nothing
+        fake_ngram_model(corpus, n, nll=np.where((n == 3) & (t % 7 == 0), 0.1, 3.0))
+    fake_neural_model(corpus, nll=np.full(T, -np.log(0.35)), arch="lstm", size=8, val_loss=1.0)  # all errors
+    fake_neural_model(corpus, nll=np.where(t % 2 == 0, 0.01, -np.log(0.35)), arch="lstm", size=16, val_loss=0.9)
+    fake_neural_model(corpus, nll=np.where(t % 3 == 0, 0.01, -np.log(0.35)), arch="gru", size=8, val_loss=0.5)
+    return corpus, T
+
+
+def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, artifacts):
+    corpus, T = _onion_models(tmp_path)
+    df = onion.compute(Context(model_index(), _settings()))
+    assert df["model_id"].nunique() == 3
+    per_model = df.groupby("model_id").agg(removed=("removed", "sum"), errors=("errors", "first"))
+    assert (per_model["removed"] == per_model["errors"]).all()
+    wide = df[df["size"] == 8].query("arch == 'lstm'")
+    assert wide["errors"].iloc[0] == T
+    ngram = wide[wide["group"] == "n-gram"]["removed"].iloc[0]
+    assert ngram == len(range(0, T, 7))  # exactly the 3-gram's right answers
+    # p = 0.35 everywhere: what no oracle takes needs a boost of 0.2 (0.35 + 0.1 < 0.5 <= 0.35 + 0.2)
+    by_cat = wide.set_index("category")["removed"]
+    assert by_cat["boost 0.1"] == 0 and by_cat["boost 0.2"] > 0 and by_cat["boost 0.3"] == 0
+    roles = df.drop_duplicates("model_id").set_index(["arch", "size"])["role"]
+    assert roles[("lstm", 16)] == "large" and roles[("lstm", 8)] == "small" and roles[("gru", 8)] == ""
+    ex = wide[wide["removed"] > 0]["example_1"]
+    assert ex.str.contains("«").all() and not ex.str.contains("\n").any()
+    table = onion.with_paper(df)
+    assert "paper: best LSTM" not in table.columns  # the paper's numbers are War and Peace's, not any corpus's
+    table = onion.with_paper(df.assign(corpus="warpeace"))
+    assert table.loc[table["category"] == "n-gram", "paper: best LSTM"].iloc[0] == "18 %"
+    assert list(table.columns[:3]) == ["corpus", "category", "LSTM H16"] and table.columns[-1] == "example (large LSTM)"
+    assert "n-gram" in onion.caption(df) and "paper" in onion.summary(df)
+    onion.plot(df)
+
+
+def test_the_small_models_extra_errors_are_counted_per_category(tmp_path, artifacts):
+    df = pd.DataFrame(
+        [
+            {"corpus": "c", "model_id": m, "group_id": m, "arch": "lstm", "budget": b, "layers": 1, "size": b,
+             "role": role, "errors": e, "positions": 100, "group": g, "removed": r}
+            for m, b, role, e, parts in [("big", 128, "large", 40, (10, 30)), ("small", 64, "small", 60, (25, 35))]
+            for g, r in zip(("n-gram", "boost"), parts)
+        ]
+    )  # fmt: skip
+    extra = onion._extra(df, "c")
+    assert extra["n-gram"] == 15 and extra["boost"] == 5
+
+
+def test_a_missing_ngram_order_is_one_line_naming_the_command(tmp_path, artifacts, capsys):
+    corpus, _ = _onion_models(tmp_path, orders=[1, 2, 3, 4, 5, 6, 7, 8])
+    with pytest.raises(MissingInput, match="n = 9.*python -m charlm.ngram"):
+        onion.compute(Context(model_index(), _settings()))
+    assert run_cli(onion.main, ["--corpus", corpus.source]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "charlm.ngram" in err[0]
+
+
+def test_impossible_settings_are_one_line(tmp_path, artifacts, capsys):
+    corpus, _ = _onion_models(tmp_path)
+    assert run_cli(onion.main, ["--corpus", corpus.source, "--set", "boosts=[]"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "boosts" in err[0]

@@ -1,0 +1,125 @@
+"""Training dynamics (Karpathy et al. sec 4.3, Fig 5 right): KL to n-NNs and n-grams over snapshots."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
+
+from analyses import common, training_dynamics
+from analyses.context import Context, MissingInput, model_index
+from charlm import predictions
+from charlm.paths import predictions_path
+from charlm.predictions import kl_error_bound, symmetric_kl
+from charlm.train import file_sha256
+from corpora import atomic, run_cli
+
+
+@pytest.fixture
+def artifacts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
+
+
+def fake_nnn_model(corpus, n: int, logp: np.ndarray, split: str = "test"):
+    """A trained-looking n-NN (its checkpoint is filler) whose test predictions are `logp`."""
+    from charlm.paths import artifacts_root
+
+    folder = artifacts_root() / corpus.artifact_name / f"nnn-n{n}-fake00"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "checkpoint.pt").write_bytes(f"n-NN {n}".encode())
+    atomic.write_json(folder / "metrics.json", {
+        "model_id": folder.name, "group_id": folder.name, "kind": "nnn", "corpus": corpus.name,
+        "corpus_source": corpus.source or corpus.name, "corpus_key": corpus.key, "corpus_sha256": corpus.sha256,
+        "corpus_splits": corpus.split_mode, "n": n, "config": {"seed": 0, "hidden_grid": [8]}, "best_hidden": 8,
+        "best_val_loss": 1.0, "params": 10, "chars_trained": 100, "seconds": 1.0,
+        "checkpoint_sha256": file_sha256(folder / "checkpoint.pt"), "complete": True,
+    })  # fmt: skip
+    preds = predictions.from_logprobs(logp, corpus.split(split)[1:], folder.name, file_sha256(folder / "checkpoint.pt"))
+    predictions.save(predictions_path(folder, split), preds)
+    return folder
+
+
+def _random_logp(rng, shape, scale=1.0) -> np.ndarray:
+    logits = scale * rng.normal(size=shape)
+    return (logits - np.log(np.exp(logits).sum(1, keepdims=True))).astype(np.float32)
+
+
+def test_divergences_match_the_symmetric_kl_and_bound_the_float16_error():
+    rng = np.random.default_rng(0)
+    snaps = [_random_logp(rng, (4100, 7), s).astype(np.float16).astype(np.float32) for s in (0.5, 1, 3)]
+    bases = [_random_logp(rng, (4100, 7), s).astype(np.float16).astype(np.float32) for s in (1, 2)] + [snaps[1]]
+    kl, bound = training_dynamics.divergences(snaps, bases)
+    for i, a in enumerate(snaps):
+        for j, b in enumerate(bases):
+            assert kl[i, j] == pytest.approx(symmetric_kl(a, b).mean(), abs=1e-9)
+            exact_bound = (kl_error_bound(a, b) + kl_error_bound(b, a)).mean()
+            assert exact_bound <= bound[i, j] <= 3 * exact_bound  # a bound, and not a loose one
+    assert kl[1, 2] == pytest.approx(0.0, abs=1e-9)
+
+
+def _dynamics_corpus(tmp_path, nnn_orders=range(1, 7), snapshots=True):
+    """Baselines with random predictions; an LSTM whose three snapshots predict exactly as the 1-, 2-, 3-NN."""
+    corpus = fake_corpus_file(tmp_path)
+    T, V = corpus.split("test").size - 1, corpus.vocab_size
+    rng = np.random.default_rng(1)
+    nnn = {n: _random_logp(rng, (T, V), 0.5 + n / 2) for n in nnn_orders}
+    for n, logp in nnn.items():
+        fake_nnn_model(corpus, n, logp)
+    for n in range(1, 10):
+        fake_ngram_model(corpus, n, logp=_random_logp(rng, (T, V), 0.5 + n / 3))
+    snaps = [(1, nnn[1]), (2, nnn[2]), (4, nnn[3])] if snapshots else None
+    fake_neural_model(corpus, logp=_random_logp(rng, (T, V), 3.0), arch="lstm", snapshots=snaps)
+    fake_neural_model(
+        corpus, logp=_random_logp(rng, (T, V), 3.0), arch="gru", size=7, snapshots=snaps[:2] if snaps else None
+    )
+    return corpus, nnn
+
+
+def test_a_snapshot_identical_to_an_nnn_has_kl_zero_to_it_and_the_orders_come_in_turn(tmp_path, artifacts):
+    corpus, nnn = _dynamics_corpus(tmp_path)
+    df = training_dynamics.compute(Context(model_index(), common.settings(training_dynamics)))
+    lstm = df[df["arch"] == "lstm"]
+    assert sorted(lstm["step"].unique()) == [1, 2, 4] and len(lstm) == 3 * (6 + 9)
+    same = lstm[(lstm["baseline"] == "nnn") & (lstm["n"] == lstm["step"].map({1: 1, 2: 2, 4: 3}))]
+    assert np.allclose(same["sym_kl"], 0.0, atol=1e-9) and np.allclose(same["delta_loss"], 0.0, atol=1e-6)
+    orders = training_dynamics.closest_orders(lstm)
+    assert list(orders["n"]) == [1, 2, 3] and training_dynamics.pattern(list(orders["n"])) == "in turn"
+    assert list(training_dynamics.closest_orders(df[df["arch"] == "gru"])["n"]) == [1, 2]  # every model with snapshots
+    # the loss column is the snapshot's exact test loss: the 2-NN's own at step 2
+    step2 = lstm[lstm["step"] == 2]
+    assert step2["loss"].iloc[0] == pytest.approx(
+        -nnn[2][np.arange(len(nnn[2])), corpus.split("test")[1:]].mean(), abs=1e-5
+    )
+    assert "in turn" in training_dynamics.caption(df)
+    assert "1, 2, 3" in training_dynamics.summary(df)
+    training_dynamics.plot(df)
+    table = training_dynamics.with_paper(df)
+    assert table.iloc[0]["closest n-NN by snapshot"] == "1, 2, 3" and table.iloc[-1]["pattern"] == "in turn"
+    early = training_dynamics.compute(
+        Context(model_index(), common.settings(training_dynamics, None, {"max_epochs": 300 / 4800}))
+    )
+    assert sorted(early["step"].unique()) == [1, 2]  # step 4 (400 characters) is past the horizon
+
+
+def test_missing_snapshots_or_baselines_are_one_line_naming_the_command(tmp_path, artifacts, capsys):
+    corpus, _ = _dynamics_corpus(tmp_path, snapshots=False)
+    with pytest.raises(MissingInput, match="snapshots"):
+        training_dynamics.compute(Context(model_index(), common.settings(training_dynamics)))
+    assert run_cli(training_dynamics.main, ["--corpus", corpus.source]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "charlm.train" in err[0]
+
+
+def test_a_missing_nnn_is_one_line_naming_the_command(tmp_path, artifacts, capsys):
+    corpus, _ = _dynamics_corpus(tmp_path, nnn_orders=range(1, 6))
+    assert run_cli(training_dynamics.main, ["--corpus", corpus.source]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "n = 6" in err[0] and "python -m charlm.nnn" in err[0]
+
+
+def test_the_pattern_of_closest_orders_is_named_as_the_paper_would():
+    assert training_dynamics.pattern([1, 1, 2, 3, 4]) == "in turn"  # the paper's 1-NN, then 2, 3, 4
+    assert training_dynamics.pattern([1, 1, 4, 6]) == "grows"  # never down, but orders skipped
+    assert training_dynamics.pattern([2, 2]) == "grows"
+    assert training_dynamics.pattern([1, 3, 2, 4]) == "not monotone"
