@@ -122,6 +122,7 @@ def nnn_options(profile: Profile) -> dict:
     base = profile.baselines
     names = {
         "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
+        "nnn_targets": "targets",
     }  # fmt: skip
     options = {option: base[key] for key, option in names.items() if key in base}
     if "hidden_grid" in options:
@@ -192,10 +193,14 @@ def print_plan(profile: Profile, models: list[Planned]) -> pd.DataFrame:
 
 
 def _worker_env(env: dict, threads: int) -> None:
+    """Artifacts and corpora where the parent has them; `threads` for torch AND for numpy's BLAS (scikit-learn and
+    scipy call it): with 2 workers on 2 cores, BLAS's default of one thread per core made the probes 3.7x slower."""
     os.environ.update(env)
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(threads)
+    threadpool_limits(threads)
 
 
 def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: bool) -> str:

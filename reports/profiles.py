@@ -52,7 +52,7 @@ _TRAIN_FIELDS = set(TrainConfig.__dataclass_fields__) - {"corpus", "arch", "laye
 _GRID = {"types", "layers", "budgets", "corpora"}
 _SECTIONS = {
     "ablations": {"archs", "layers", "budget", "lstm_seeds"},
-    "baselines": {"ngram_n", "nnn_n", "nnn_hidden", "nnn_max_chars", "nnn_batch_chars", "nnn_lr"},
+    "baselines": {"ngram_n", "nnn_n", "nnn_hidden", "nnn_max_chars", "nnn_batch_chars", "nnn_lr", "nnn_targets"},
     "run": {"workers"},
 }
 _TOP = {"description", "corpora", "analyses", "wants_gpu", "splits", "train", "analysis", "grid", *_SECTIONS}

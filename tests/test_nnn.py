@@ -219,3 +219,34 @@ def _train_one_saving_every_step(config, hidden, corpus, out, model_id, progress
     nnn.fit(task, config, out, member_id, {"model_id": member_id, "kind": "nnn-member"}, progress,
             checkpoint_every_s=0, snapshots=False)  # fmt: skip
     return nnn.complete_metrics(out / "metrics.json")
+
+
+def test_context_targets_are_the_same_likelihood_as_positions():
+    """Over a batch that holds every position, the soft-target loss and its gradient equal the one-hot loss's:
+    the objective is unchanged, only the noise of a minibatch is."""
+    import dataclasses
+
+    corpus, _ = markov1_corpus(3000)
+    config = nnn.NNNConfig(corpus="m", n=2, hidden_grid=(8,), targets="contexts", batch_chars=10**9)
+    soft = nnn.NNNTask(config, 8, corpus, "m")
+    hard = nnn.NNNTask(dataclasses.replace(config, targets="positions"), 8, corpus, "m")
+    hard.model.load_state_dict(soft.model.state_dict())
+    losses = [task.loss(0, 0) for task in (soft, hard)]
+    assert losses[0].item() == pytest.approx(losses[1].item(), rel=1e-6)
+    grads = [torch.autograd.grad(loss, list(task.model.parameters())) for loss, task in zip(losses, (soft, hard))]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    # The table itself, against a brute-force count of what follows each two-character context.
+    train = corpus.split("train")
+    idx = np.arange(train.size - 1)
+    targets = soft._soft_targets(idx[:200]).numpy()
+    np.testing.assert_allclose(targets.sum(1), 1.0, rtol=1e-6)
+    for t in (0, 1, 57, 199):
+        context = tuple(train[max(0, t - 1) : t + 1]) if t >= 1 else (train[0],)
+        follow = [train[s + 1] for s in range(train.size - 1)
+                  if (tuple(train[max(0, s - 1) : s + 1]) if s >= 1 else (train[0],)) == context
+                  and (s >= 1) == (t >= 1)]  # fmt: skip
+        expected = np.bincount(follow, minlength=corpus.vocab_size) / len(follow)
+        np.testing.assert_allclose(targets[t], expected, rtol=1e-6, atol=1e-7)
+    with pytest.raises(UserError, match="targets"):
+        nnn.NNNConfig(corpus="m", n=2, targets="words").validate()
