@@ -542,6 +542,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--build-only", action="store_true", help="build the models and stop")
     parser.add_argument(
+        "--full", action="store_true",
+        help="keep the distribution of every position (default: the fixed sample of 20,000 the analyses read; "
+        "the true character's probability is kept at every position either way)",
+    )  # fmt: skip
+    parser.add_argument(
         "--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress output")
@@ -559,7 +564,7 @@ def main(argv=None) -> int:
                 f"{m['model_bytes'] / 2**20:,.1f} MiB -> {folder}"
             )
             continue
-        path = predict(corpus, n, args.split, progress=not args.quiet, memory=args.memory)
+        path = predict(corpus, n, args.split, progress=not args.quiet, memory=args.memory, full=args.full)
         preds = predictions.load(path)
         print(f"{preds.model_id}: {preds.summary(args.split, args.resamples)} -> {path}")
     return 0

@@ -439,6 +439,11 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     parser.add_argument("--lr", type=float, default=_RECIPE["lr"], help="RMSProp learning rate (default %(default)s)")
+    parser.add_argument(
+        "--targets", default="positions", choices=TARGETS,
+        help="what a sampled position is trained towards: its next character (positions, as sec 3.3) or its "
+        "context's next-character distribution in the train split (contexts: same likelihood, less noise)",
+    )  # fmt: skip
     parser.add_argument("--split", default="test", choices=corpora.SPLITS, help="split to score (default %(default)s)")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument(
@@ -449,7 +454,10 @@ def main(argv=None) -> int:
     ns = parse_int_list(args.n, "--n")
     grid = tuple(parse_int_list(args.hidden, "--hidden"))
     for n in ns:
-        NNNConfig(args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars, lr=args.lr).validate()
+        NNNConfig(
+            args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars, lr=args.lr,
+            targets=args.targets,
+        ).validate()  # fmt: skip
     if args.threads:
         torch.set_num_threads(args.threads)
     corpus = corpora.load(args.corpus, split_mode=args.splits)
@@ -458,6 +466,7 @@ def main(argv=None) -> int:
             path = predict(
                 corpus, n, args.split, progress=not args.quiet, repair=False, hidden_grid=grid,
                 max_chars=args.max_chars, epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars, lr=args.lr,
+                targets=args.targets,
             )  # fmt: skip
         except TrainingDiverged as err:
             print(f"error: {err}", file=sys.stderr)

@@ -78,16 +78,20 @@ def stream_layout(n_positions: int, streams: int | None = None, warmup: int = WA
 
 
 @torch.no_grad()
-def predict_logprobs(
+def score_split(
     model: CharLM,
     ids: np.ndarray,
+    positions: np.ndarray | None = None,
     streams: int | None = None,
     warmup: int = WARMUP,
     progress: bool = False,
     desc: str = "",
-) -> np.ndarray:
-    """(n,) ids -> (n - 1, V) float32 log-probabilities of each next id, read as parallel warmed-up streams.
+) -> tuple[np.ndarray, np.ndarray]:
+    """Read `ids` as parallel warmed-up streams; returns (target_logp (n - 1,), rows (R, V)), both float32.
 
+    target_logp[t] is the log-probability of ids[t + 1]; rows are the full log-distributions at `positions`
+    (every position when None). Only the rows asked for are materialised, so scoring a snapshot (a sample
+    of rows) costs the forward pass and the softmax normaliser, not a (T, V) array.
     `streams=1` reads the split as one stream from a zero state (the reference the parallel reading matches).
     """
     model.eval()
@@ -98,19 +102,43 @@ def predict_logprobs(
     first, lengths, position = stream_layout(n_positions, streams, warmup)
     device = model.head.weight.device
     inputs = np.zeros(position.shape, dtype=np.int64)  # (S, Tmax); padding after a stream's end is never scored
+    targets = np.zeros(position.shape, dtype=np.int64)
     for s, (lo, length) in enumerate(zip(first, lengths)):
         inputs[s, :length] = ids[lo : lo + length]
-    inputs_t = torch.from_numpy(inputs).to(device)
-    out = np.empty((n_positions, model.config.vocab_size), dtype=np.float32)
+        targets[s, :length] = ids[lo + 1 : lo + length + 1]
+    row_of = np.arange(n_positions) if positions is None else np.full(n_positions, -1)
+    if positions is not None:
+        row_of[np.asarray(positions, dtype=np.int64)] = np.arange(len(positions))
+    target_logp = np.empty(n_positions, dtype=np.float32)
+    rows = np.empty((n_positions if positions is None else len(positions), model.config.vocab_size), np.float32)
+    inputs_t, targets_t = torch.from_numpy(inputs).to(device), torch.from_numpy(targets).to(device)
     state = None
     steps = range(0, position.shape[1], CHUNK)
     for start in tqdm(steps, desc=desc or "predict", unit="chunk", disable=not progress, leave=False):
         logits, state = model.forward_with_state(inputs_t[:, start : start + CHUNK], state)
-        logp = torch.log_softmax(logits.float(), dim=-1).cpu().numpy()  # (S, c, V)
+        logits = logits.float()  # (S, c, V)
+        lse = torch.logsumexp(logits, dim=-1, keepdim=True)  # (S, c, 1)
         where = position[:, start : start + CHUNK]
-        mask = where >= 0
-        out[where[mask]] = logp[mask]
-    return out
+        scored = where >= 0
+        target = (logits.gather(-1, targets_t[:, start : start + CHUNK, None]) - lse)[..., 0].cpu().numpy()
+        target_logp[where[scored]] = target[scored]
+        row = np.where(scored, row_of[np.maximum(where, 0)], -1)
+        kept = row >= 0
+        if kept.any():
+            rows[row[kept]] = (logits - lse).cpu().numpy()[kept]
+    return target_logp, rows
+
+
+def predict_logprobs(
+    model: CharLM,
+    ids: np.ndarray,
+    streams: int | None = None,
+    warmup: int = WARMUP,
+    progress: bool = False,
+    desc: str = "",
+) -> np.ndarray:
+    """(n,) ids -> (n - 1, V) float32 log-probabilities of each next id, read as parallel warmed-up streams."""
+    return score_split(model, ids, None, streams, warmup, progress, desc)[1]
 
 
 def corpus_for(model) -> corpora.Corpus:
@@ -167,9 +195,10 @@ def predict_checkpoint(
     model = load_checkpoint(checkpoint)
     corpus = corpus or corpus_for(model)
     ids = corpus.split(split)
-    logp = predict_logprobs(model, ids, progress=progress, desc=f"predict {model.meta.get('model_id', '')} {split}")
     positions = predictions.sample_positions(ids.size - 1) if sample else None
-    preds = predictions.from_logprobs(logp, ids[1:], model.meta.get("model_id", ""), digest, positions)
+    desc = f"predict {model.meta.get('model_id', '')} {split}"
+    target_logp, rows = score_split(model, ids, positions, progress=progress, desc=desc)
+    preds = predictions.from_parts(target_logp, ids[1:], rows, positions, model.meta.get("model_id", ""), digest)
     return predictions.save(out, preds)
 
 

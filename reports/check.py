@@ -145,9 +145,12 @@ def _tail(stderr: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.check", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", required=True, help="profile whose reports/build/<profile>/index.html to check")
+    parser.add_argument("--profile", required=True, help="profile whose <build dir>/<profile>/index.html to check")
+    parser.add_argument(
+        "--build-dir", type=Path, default=BUILD_DIR, help="where the reports were written (default %(default)s)"
+    )
     args = parser.parse_args(argv)
-    page = BUILD_DIR / args.profile / "index.html"
+    page = args.build_dir / args.profile / "index.html"
     if not page.is_file():
         print(f"no report at {page}; render it first", file=sys.stderr)
         return 1

@@ -299,3 +299,15 @@ def test_every_artifact_loads_with_weights_only(tiny_run):
         assert all(isinstance(v, torch.Tensor) for v in payload["state_dict"].values())
     checkpoint = load_payload(tiny_run.out / "checkpoint.pt")
     assert checkpoint["vocab"] == tiny_run.corpus.vocab.tolist() and all(type(b) is int for b in checkpoint["vocab"])
+
+
+def test_scoring_a_sample_of_rows_gives_exactly_the_full_computations_numbers(tiny_run):
+    """Snapshots keep rows at a sample of positions only: the targets and kept rows equal the full reading's."""
+    model = load_checkpoint(tiny_run.out / "checkpoint.pt")
+    ids = tiny_run.corpus.split("test")
+    full_target, full_rows = predict_module.score_split(model, ids)
+    sample = np.array([0, 3, 40, ids.size - 2])
+    target, rows = predict_module.score_split(model, ids, sample)
+    np.testing.assert_array_equal(target, full_target)
+    np.testing.assert_array_equal(rows, full_rows[sample])
+    np.testing.assert_array_equal(full_target, full_rows[np.arange(ids.size - 1), ids[1:]])
