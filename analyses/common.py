@@ -71,6 +71,27 @@ def analysis_name(module: ModuleType) -> str:
     return (spec.name if spec is not None else module.__name__).rsplit(".", 1)[-1]
 
 
+def chosen_archs(
+    ctx: Context, applies_to: tuple[str, ...], lacking: tuple[str, ...], what: str, name: str
+) -> list[str]:
+    """The `archs` setting of an analysis that reads one part of a model (gates, a memory cell): a list or a
+    comma-separated string; an architecture without the part is a MissingInput, an unknown one a UserError."""
+    archs = ctx.settings["archs"]
+    archs = [a.strip() for a in archs.split(",")] if isinstance(archs, str) else list(archs)
+    without = [a for a in archs if a in lacking]
+    if without:
+        raise MissingInput(
+            f"{' and '.join(without)} {'has' if len(without) == 1 else 'have'} {what}: "
+            f"{name} applies to {', '.join(applies_to)} (--set archs=lstm,gru)"
+        )
+    unknown = [a for a in archs if a not in applies_to]
+    if unknown or not archs:
+        raise UserError(
+            f"{name}: unknown architecture(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(applies_to)}"
+        )
+    return archs
+
+
 def needs(module: ModuleType) -> Needs:
     return getattr(module, "NEEDS", Needs())
 

@@ -32,8 +32,8 @@ import seaborn as sns
 
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, style
-from .context import Context, MissingInput
+from .common import analysis_main, chosen_archs, style
+from .context import Context
 
 TITLE = "Gate saturation"
 QUESTION = "How often is each gate nearly shut (< 0.1) or nearly open (> 0.9), and do the paper's regimes appear?"
@@ -71,19 +71,7 @@ def saturation_fractions(gate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _archs(ctx: Context) -> list[str]:
-    archs = ctx.settings["archs"]
-    archs = [a.strip() for a in archs.split(",")] if isinstance(archs, str) else list(archs)
-    gateless = [a for a in archs if a in GATELESS]
-    if gateless:
-        raise MissingInput(
-            f"{' and '.join(gateless)} {'has' if len(gateless) == 1 else 'have'} no gates to saturate: "
-            f"saturation applies to {', '.join(GATED)} (--set archs=lstm,gru)"
-        )
-    unknown = [a for a in archs if a not in GATED]
-    if unknown or not archs:
-        raise UserError(f"saturation: unknown architecture(s) {', '.join(unknown) or '(none)'}; choose from "
-                        f"{', '.join(GATED)}")  # fmt: skip
-    return archs
+    return chosen_archs(ctx, GATED, GATELESS, "no gates to saturate", "saturation")
 
 
 def _measure(ctx: Context, row: pd.Series) -> dict[str, np.ndarray]:

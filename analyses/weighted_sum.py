@@ -42,8 +42,8 @@ from scipy import stats
 from charlm.model import memory_weights
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, style
-from .context import Context, MissingInput
+from .common import analysis_main, chosen_archs, style
+from .context import Context
 
 TITLE = "The memory cell as a weighted sum"
 QUESTION = "Does the cell compute Levy et al.'s element-wise weighted sum, which context does it weigh, and how long?"
@@ -164,19 +164,7 @@ def _settings(ctx: Context) -> dict:
 
 
 def _archs(ctx: Context) -> list[str]:
-    archs = ctx.settings["archs"]
-    archs = [a.strip() for a in archs.split(",")] if isinstance(archs, str) else list(archs)
-    without = [a for a in archs if a in WITHOUT_CELL]
-    if without:
-        raise MissingInput(
-            f"{' and '.join(without)} {'has' if len(without) == 1 else 'have'} no gated memory cell, so no weighted "
-            f"sum: weighted_sum applies to {', '.join(WITH_CELL)} (--set archs=lstm,gru)"
-        )
-    unknown = [a for a in archs if a not in WITH_CELL]
-    if unknown or not archs:
-        raise UserError(f"weighted_sum: unknown architecture(s) {', '.join(unknown) or '(none)'}; choose from "
-                        f"{', '.join(WITH_CELL)}")  # fmt: skip
-    return archs
+    return chosen_archs(ctx, WITH_CELL, WITHOUT_CELL, "no gated memory cell, so no weighted sum", "weighted_sum")
 
 
 def retention(write: np.ndarray, keep: np.ndarray, lags: int) -> np.ndarray:

@@ -451,12 +451,8 @@ def identity_meta(config: TrainConfig, corpus: corpora.Corpus) -> dict:
         "group_id": config.group_id(corpus.key),
         "kind": "charlm",
         "train_config": asdict(config),
-        "corpus": corpus.name,
+        **corpus.identity(),
         "corpus_source": corpus.source or config.corpus,
-        "corpus_key": corpus.key,
-        "corpus_sha256": corpus.sha256,
-        "corpus_splits": corpus.split_mode,
-        "vocab_size": corpus.vocab_size,
     }
 
 

@@ -150,6 +150,17 @@ class Corpus:
         spec = REGISTRY.get(self.name)
         return self.name if spec is not None and spec.sha256 == self.sha256 else f"{self.name}-{self.sha256[:8]}"
 
+    def identity(self) -> dict:
+        """What every model's metrics.json records about its corpus (the model index reads these fields)."""
+        return {
+            "corpus": self.name,
+            "corpus_source": self.source or self.name,
+            "corpus_key": self.key,
+            "corpus_sha256": self.sha256,
+            "corpus_splits": self.split_mode,
+            "vocab_size": self.vocab_size,
+        }
+
     @property
     def key(self) -> str:
         """What artifact hashes read: the bytes and how they are split (contiguous keeps the bare sha256)."""
