@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 
 from .common import analysis_main, style
@@ -24,13 +25,7 @@ QUESTION = "Is the LSTM's power in its embedded S-RNN or in the gated, element-w
 PAPER_SOURCE = "Levy et al. (2018), Table 1 (PTB word-level perplexity; LSTM mean +- std over 5 seeds)"
 ORDER = ["lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
 SETTINGS = {"split": "test", "resamples": 100}  # split scored; bootstrap resamples of positions
-LABELS = {
-    "lstm": "LSTM",
-    "lstm-srnn": "- S-RNN",
-    "lstm-srnn-out": "- S-RNN - OUT",
-    "lstm-srnn-hidden": "- S-RNN - HIDDEN",
-    "lstm-gates": "- GATES",
-}
+LABELS = ARCH_LABELS
 
 
 def paper_table() -> pd.DataFrame:
@@ -142,7 +137,8 @@ def summary(df: pd.DataFrame) -> str:
     for corpus, sub in df.groupby("corpus"):
         order = " < ".join(sub.sort_values("ce_nats")["model"])
         items.append(f"{corpus}: {order}")
-    return "; ".join(items) + " (Levy et al. PTB Large: - S-RNN < - S-RNN - OUT < LSTM < - S-RNN - HIDDEN << - GATES)"
+    order = " < ".join(LABELS[a] for a in ("lstm-srnn", "lstm-srnn-out", "lstm", "lstm-srnn-hidden")) + " << "
+    return "; ".join(items) + f" (Levy et al. PTB Large: {order}{LABELS['lstm-gates']})"
 
 
 def notes(df: pd.DataFrame) -> list[str]:

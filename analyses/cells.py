@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 from probes.activations import more_windows, run_zeroed, trace_windows, window_batch, window_starts
 from probes.features import Feature, check_names, features_for, style_of
@@ -68,8 +69,6 @@ SETTINGS = {
     "found_count": 0.5,  # ... or this R^2 for a count
     "seed": 0,  # control-task labels and random cells
 }
-ARCH_LABELS = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM", "lstm-srnn": "- S-RNN", "lstm-srnn-out": "- S-RNN - OUT",
-               "lstm-srnn-hidden": "- S-RNN - HIDDEN", "lstm-gates": "- GATES"}  # fmt: skip
 ARCH_ORDER = list(ARCH_LABELS)
 METRIC = {"binary": "balanced accuracy", "count": "R^2"}
 CONTROLS = {"character": 1, "trigram": 3}  # control tasks: the type is the byte read, or the trigram ending there

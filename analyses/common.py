@@ -92,6 +92,21 @@ def chosen_archs(
     return archs
 
 
+def ordered_models(df: pd.DataFrame, archs: tuple[str, ...]) -> pd.DataFrame:
+    """Rows in report order (corpus, then `archs`, wider first) with a readable `model` label ("LSTM 1x128") and a
+    `shape` label shared across corpora (a budget row's width differs a little with each corpus's vocabulary)."""
+    from charlm.model import ARCH_LABELS
+
+    name = df["arch"].map(ARCH_LABELS).fillna(df["arch"])
+    df = df.assign(model=name + " " + df["layers"].astype(str) + "x" + df["size"].astype(str),
+                   order=df["arch"].map({a: k for k, a in enumerate(archs)}))  # fmt: skip
+    row = df["budget"].fillna(df["size"]).astype(int).astype(str)
+    key = df["arch"] + ":" + df["layers"].astype(str) + ":" + row
+    widths = df.groupby(key)["size"].transform(lambda s: "/".join(str(v) for v in sorted(s.unique())))
+    df["shape"] = name + " " + df["layers"].astype(str) + "x" + widths
+    return df.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
+
+
 def needs(module: ModuleType) -> Needs:
     return getattr(module, "NEEDS", Needs())
 

@@ -26,6 +26,7 @@ import pandas as pd
 import seaborn as sns
 from sklearn.manifold import TSNE
 
+from charlm.model import ARCH_LABELS
 from charlm.predictions import sample_positions
 from corpora.errors import UserError, run_cli
 
@@ -46,11 +47,7 @@ SETTINGS = {
     "seed": 0,  # t-SNE random state
 }
 DISTANCES = ("hellinger", "disagreement")
-TYPE_LABELS = {
-    "rnn": "RNN", "gru": "GRU", "lstm": "LSTM", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
-    "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "lstm-gates": "LSTM - GATES", "ngram": "n-gram (KenLM)",
-    "nnn": "n-NN",
-}  # fmt: skip
+TYPE_LABELS = {**ARCH_LABELS, "ngram": "n-gram (KenLM)", "nnn": "n-NN"}
 IDENTICAL = 1e-6  # a distance this small is two copies of the same predictions (float16 resolution is 5e-4)
 CHUNK = 2_000  # positions per block of the Hellinger Gram matrix (bounds memory for many models)
 

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, source_digest, style
@@ -73,10 +74,6 @@ WORD_BYTES[[b for b in range(256) if re.fullmatch(WORD_BYTE, bytes([b]))]] = Tru
 NEWLINE, SPACE = b"\n\r", b" \t"  # a tab separates words as a space does (Linux; War and Peace has none)
 PUNCTUATION = string.punctuation.encode()
 GROUPS = ["n-gram", "dynamic memory", "rare words", "word model", "punctuation", "boost", "remaining"]
-ARCH_LABELS = {
-    "rnn": "RNN", "gru": "GRU", "lstm": "LSTM", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
-    "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "lstm-gates": "LSTM - GATES",
-}  # fmt: skip
 PAPER = {  # sec 4.4, "The error breakdown" and "Errors eliminated by scaling up"
     "best_errors": 140_000, "best_chars": 330_000,
     "best_share": {"n-gram": 18, "dynamic memory": 6, "rare words": 9, "word model": 37},

@@ -30,9 +30,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, chosen_archs, style
+from .common import analysis_main, chosen_archs, ordered_models, style
 from .context import Context
 
 TITLE = "Gate saturation"
@@ -46,9 +47,7 @@ GRUS = ("gru", "gru-paper")  # torch's form and the papers' form: the same gates
 GATES = ("i", "f", "o", "r", "z")  # traced gate names, in panel order
 GATE_NAMES = {"i": "input gate i", "f": "forget gate f", "o": "output gate o", "r": "reset gate r",
               "z": "update gate z"}  # fmt: skip
-LABELS = {"lstm": "LSTM", "gru": "GRU", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
-          "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "gru-paper": "GRU (papers' form)",
-          "proto-lstm": "prototype LSTM", "pseudo-lstm": "pseudo-LSTM"}  # fmt: skip
+LABELS = ARCH_LABELS
 
 LEFT, RIGHT = 0.1, 0.9  # sec 4.2: left-saturated below 0.1, right-saturated above 0.9
 ALWAYS = 0.9  # a cell "almost always" saturated on one side: at least 90 % of the excerpt's steps (our reading)
@@ -122,19 +121,8 @@ def compute(ctx: Context) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ the paper's findings
 
 
-def _label(df: pd.DataFrame) -> pd.Series:
-    return df["arch"].map(LABELS).fillna(df["arch"]) + " " + df["layers"].astype(str) + "x" + df["size"].astype(str)
-
-
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in report order (corpus, then LSTM, its ablations, the GRU, wider first) with a readable `model` label and
-    a `shape` label shared across corpora (the budget row's width differs a little with each corpus's vocabulary)."""
-    df = df.assign(model=_label(df), order=df["arch"].map({a: k for k, a in enumerate(GATED)}))
-    row = df["budget"].fillna(df["size"]).astype(int).astype(str)
-    key = df["arch"] + ":" + df["layers"].astype(str) + ":" + row
-    widths = df.groupby(key)["size"].transform(lambda s: "/".join(str(v) for v in sorted(s.unique())))
-    df["shape"] = df["arch"].map(LABELS).fillna(df["arch"]) + " " + df["layers"].astype(str) + "x" + widths
-    return df.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
+    return ordered_models(df, GATED)
 
 
 def _per_model(sub: pd.DataFrame, passes: pd.Series) -> np.ndarray:

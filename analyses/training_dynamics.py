@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.model import ARCH_LABELS
 from charlm.predictions import FLOAT16_UNIT, sample_positions
 from corpora.errors import run_cli
 
@@ -54,10 +55,6 @@ SETTINGS = {
     "nnn_n": list(NNN_N),  # n-NN orders compared (Fig 5: 1..6)
     "ngram_n": list(NGRAM_N),  # KenLM orders compared (exact counts, n = 1..9)
 }
-ARCH_LABELS = {
-    "rnn": "RNN", "gru": "GRU", "lstm": "LSTM", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
-    "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "lstm-gates": "LSTM - GATES",
-}  # fmt: skip
 FAMILY_LABELS = {"nnn": "n-NN", "ngram": "n-gram"}
 CHUNK = 2_000  # positions per block: the dot products run in float64 without float64 copies of everything
 

@@ -46,7 +46,7 @@ from charlm.gradients import (
     ratio_middle_over_ends,
     state_gradient_norms,
 )
-from charlm.model import ARCHS, CharLM
+from charlm.model import ARCH_LABELS, ARCHS, CharLM
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
@@ -73,10 +73,7 @@ SETTINGS = {
 }
 CACHE_FORMAT = 2  # bump when what a cached profile holds changes
 LOSS_SCALE = 2.0**80  # float32 gradients down to ~1e-60 stay above underflow; 1e14-fold growth stays finite
-LABELS = {
-    "rnn": "RNN", "gru": "GRU", "lstm": "LSTM", "lstm-srnn": "- S-RNN", "lstm-srnn-out": "- S-RNN - OUT",
-    "lstm-srnn-hidden": "- S-RNN - HIDDEN", "lstm-gates": "- GATES",
-}  # fmt: skip
+LABELS = ARCH_LABELS
 # Table 2 of Maini et al. as the notes give it (the notes do not name its data set): vanishing ratio when the
 # model reaches 95 % training accuracy, and the best validation accuracy of that run (%), per training size.
 MAINI_TABLE2 = {

@@ -39,10 +39,10 @@ import torch
 from matplotlib.colors import LogNorm
 from scipy import stats
 
-from charlm.model import memory_weights
+from charlm.model import ARCH_LABELS, memory_weights
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, chosen_archs, style
+from .common import analysis_main, chosen_archs, ordered_models, style
 from .context import Context
 
 TITLE = "The memory cell as a weighted sum"
@@ -53,9 +53,7 @@ WITH_CELL = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru", "g
              "pseudo-lstm")  # a gated additive memory  # fmt: skip
 WITHOUT_CELL = ("rnn", "lstm-gates", "cbow", "cbow-tanh")  # no gates (cbow's fixed decay is not a learned gate)
 GRUS = ("gru", "gru-paper")  # a weighted average of htilde with the coupled weights z and 1 - z
-LABELS = {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU (papers' form)", "proto-lstm": "prototype LSTM",
-          "pseudo-lstm": "pseudo-LSTM", "lstm-srnn": "LSTM - S-RNN", "lstm-srnn-out": "LSTM - S-RNN - OUT",
-          "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN"}  # fmt: skip
+LABELS = ARCH_LABELS
 
 TOLERANCE = 1e-4  # the identity "holds" when the max abs error is below this times max(1, max |state|) (float32)
 DIAGONAL_ALWAYS = 0.99  # "always the largest": the diagonal wins at 99 % of steps at least
@@ -285,19 +283,8 @@ def compute(ctx: Context) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ the paper's findings
 
 
-def _label(df: pd.DataFrame) -> pd.Series:
-    return df["arch"].map(LABELS).fillna(df["arch"]) + " " + df["layers"].astype(str) + "x" + df["size"].astype(str)
-
-
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in report order (corpus, then LSTM, its ablations, the GRU, wider first) with a readable `model` label and
-    a `shape` label shared across corpora (the budget row's width differs a little with each corpus's vocabulary)."""
-    df = df.assign(model=_label(df), order=df["arch"].map({a: k for k, a in enumerate(WITH_CELL)}))
-    row = df["budget"].fillna(df["size"]).astype(int).astype(str)
-    key = df["arch"] + ":" + df["layers"].astype(str) + ":" + row
-    widths = df.groupby(key)["size"].transform(lambda s: "/".join(str(v) for v in sorted(s.unique())))
-    df["shape"] = df["arch"].map(LABELS).fillna(df["arch"]) + " " + df["layers"].astype(str) + "x" + widths
-    return df.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
+    return ordered_models(df, WITH_CELL)
 
 
 def _retention_by_char(g: pd.DataFrame) -> pd.DataFrame:

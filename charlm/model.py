@@ -40,6 +40,11 @@ ARCHS = (
 )  # fmt: skip
 LSTM_FAMILY = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 ABLATIONS = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")  # Levy et al. sec 3.1: at the LSTM's width
+ARCH_LABELS = {  # how the report names each architecture (one name everywhere), in report order
+    "rnn": "RNN", "gru": "GRU", "gru-paper": "GRU (papers' form)", "lstm": "LSTM", "lstm-srnn": "LSTM - S-RNN",
+    "lstm-srnn-out": "LSTM - S-RNN - OUT", "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "lstm-gates": "LSTM - GATES",
+    "cbow": "CBOW", "cbow-tanh": "CBOW-tanh", "proto-lstm": "prototype LSTM", "pseudo-lstm": "pseudo-LSTM",
+}  # fmt: skip
 BUDGETS = (64, 128, 256, 512)  # Karpathy et al. sec 4.1: the widths of the 1-layer LSTMs that set the four budget rows
 INIT_RANGE = 0.08  # Karpathy et al. sec 3.3: every parameter uniform in [-0.08, 0.08]
 CBOW_DECAY = 0.99  # d: `cbow` is a leaking mean, h = d h + (1 - d) E x, a bag of the last ~100 characters

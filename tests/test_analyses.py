@@ -61,7 +61,7 @@ def test_ablation_gaps_are_measured_in_the_lstms_seed_std(tmp_path, artifacts):
     assert df.loc["lstm-srnn", "gap_nats"] == pytest.approx(0.3, abs=1e-6)
     assert df.loc["lstm-srnn", "gap_in_lstm_std"] == pytest.approx(1.5, abs=1e-4)
     assert df.loc["lstm-gates", "gap_in_lstm_std"] == pytest.approx(-1.5, abs=1e-4)
-    assert "- GATES < LSTM < - S-RNN" in ablations.summary(df.reset_index())
+    assert "LSTM - GATES < LSTM < LSTM - S-RNN" in ablations.summary(df.reset_index())
 
 
 # ------------------------------------------------------------------------------------------ model identity
