@@ -74,6 +74,24 @@ class ModelConfig:
         return asdict(self)
 
 
+def project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x W^T + b for a layer's input: features (B, T, d), or the first layer's byte ids (B, T).
+
+    A one-hot vector times W^T is a column of W, so ids are a row lookup instead of a (B*T x V) product: the same
+    numbers and gradients (tests compare both), at the cost of a gather. It halves the arithmetic of the
+    hand-written cells of the 128 row, whose input projection is as large as their recurrence.
+    """
+    if x.dtype == torch.long:
+        out = F.embedding(x, weight.t())  # (B, T, out)
+        return out + bias if bias is not None else out
+    return F.linear(x, weight, bias)
+
+
+def features(x: torch.Tensor, vocab_size: int, dtype: torch.dtype) -> torch.Tensor:
+    """The one-hot (B, T, V) of byte ids, for torch's fused kernels, which take only features; features pass."""
+    return F.one_hot(x, vocab_size).to(dtype) if x.dtype == torch.long else x
+
+
 class LinearScan(torch.autograd.Function):
     """c_t = f_t * c_{t-1} + w_t over time, with a hand-written backward.
 
@@ -125,14 +143,14 @@ class ElmanLayer(nn.Module):
 
     def forward(self, x, state, fused=True):
         if fused:
-            out, h = self.rnn(x, state[0].unsqueeze(0))
+            out, h = self.rnn(features(x, self.rnn.input_size, state[0].dtype), state[0].unsqueeze(0))
             return out, (h.squeeze(0),)
         out, state, _ = self.trace(x, state, keep=False)
         return out, state
 
     def trace(self, x, state, keep=True):
         r = self.rnn
-        xw = F.linear(x, r.weight_ih_l0, r.bias_ih_l0 + r.bias_hh_l0)  # (B, T, H)
+        xw = project(x, r.weight_ih_l0, r.bias_ih_l0 + r.bias_hh_l0)  # (B, T, H)
         (h,) = state
         hs = []
         for xw_t in xw.unbind(1):
@@ -160,7 +178,7 @@ class GRULayer(nn.Module):
 
     def forward(self, x, state, fused=True):
         if fused:
-            out, h = self.rnn(x, state[0].unsqueeze(0))
+            out, h = self.rnn(features(x, self.rnn.input_size, state[0].dtype), state[0].unsqueeze(0))
             return out, (h.squeeze(0),)
         out, state, _ = self.trace(x, state, keep=False)
         return out, state
@@ -168,7 +186,7 @@ class GRULayer(nn.Module):
     def trace(self, x, state, keep=True):
         r = self.rnn
         H = r.hidden_size
-        xw = F.linear(x, r.weight_ih_l0, r.bias_ih_l0)  # (B, T, 3H)
+        xw = project(x, r.weight_ih_l0, r.bias_ih_l0)  # (B, T, 3H)
         (h,) = state
         hs, rs, zs, ns = [], [], [], []
         for xw_t in xw.unbind(1):
@@ -203,6 +221,7 @@ class LSTMLayer(nn.Module):
     def forward(self, x, state, fused=True):
         if fused:
             h0, c0 = state
+            x = features(x, self.rnn.input_size, h0.dtype)
             out, (h, c) = self.rnn(x, (h0.unsqueeze(0), c0.unsqueeze(0)))
             return out, (h.squeeze(0), c.squeeze(0))
         out, state, _ = self.trace(x, state, keep=False)
@@ -210,7 +229,7 @@ class LSTMLayer(nn.Module):
 
     def trace(self, x, state, keep=True):
         r = self.rnn
-        xw = F.linear(x, r.weight_ih_l0, r.bias_ih_l0 + r.bias_hh_l0)  # (B, T, 4H)
+        xw = project(x, r.weight_ih_l0, r.bias_ih_l0 + r.bias_hh_l0)  # (B, T, 4H)
         h, c = state
         names = ("i", "f", "ctilde", "o", "c", "h")
         steps = {k: [] for k in names}
@@ -261,8 +280,8 @@ class AblatedLSTMLayer(nn.Module):
 
     def trace(self, x, state, keep=True):
         H = self.size
-        gx = self.gates_x(x)  # (B, T, nH)
-        content = self.content(x)  # (B, T, H)
+        gx = project(x, self.gates_x.weight, self.gates_x.bias)  # (B, T, nH)
+        content = project(x, self.content.weight)  # (B, T, H)
         h, c = state
         if self.gates_recurrent:
             gates, cs, hs = [], [], []
@@ -271,10 +290,12 @@ class AblatedLSTMLayer(nn.Module):
                 g = torch.sigmoid(torch.addmm(gx_t, h, w_h))
                 c = g[:, H : 2 * H] * c + g[:, :H] * ct_t
                 h = g[:, 2 * H :] * torch.tanh(c) if self.output_gate else torch.tanh(c)
-                gates.append(g), cs.append(c), hs.append(h)
-            g_all = torch.stack(gates, 1)  # (B, T, nH)
-            c_all = torch.stack(cs, 1)
-            out = torch.stack(hs, 1)
+                hs.append(h)
+                if keep:  # the forward pass needs only the outputs
+                    gates.append(g), cs.append(c)
+            out = torch.stack(hs, 1)  # (B, T, H)
+            g_all = torch.stack(gates, 1) if keep else None  # (B, T, nH)
+            c_all = torch.stack(cs, 1) if keep else None
         else:
             g_all = torch.sigmoid(gx)  # every gate at once: no recurrence in them
             i_all, f_all = g_all[..., :H], g_all[..., H : 2 * H]
@@ -328,7 +349,8 @@ class CBOWLayer(nn.Module):
 
     def trace(self, x, state, keep=True):
         (h,) = state
-        writes = self.embed(x) if self.squash else (1.0 - CBOW_DECAY) * self.embed(x)  # (B, T, H)
+        embedded = project(x, self.embed.weight, self.embed.bias)  # (B, T, H)
+        writes = embedded if self.squash else (1.0 - CBOW_DECAY) * embedded
         hs = []
         for w_t in writes.unbind(1):
             h = torch.tanh(h + w_t) if self.squash else torch.add(w_t, h, alpha=CBOW_DECAY)  # d h + (1 - d) E x
@@ -375,7 +397,7 @@ class ProtoLSTMLayer(nn.Module):
 
     def trace(self, x, state, keep=True):
         H = self.size
-        xw = self.from_x(x)  # (B, T, 4H)
+        xw = project(x, self.from_x.weight, self.from_x.bias)  # (B, T, 4H)
         h, c = state  # the recurrence reads c alone; h is returned as it came when there are no steps
         w_g, w_c = self.gates_h.weight.t(), self.content_h.weight.t()
         read = torch.tanh(c) if self.squash else c
@@ -427,7 +449,7 @@ class PaperGRULayer(nn.Module):
 
     def trace(self, x, state, keep=True):
         H = self.size
-        xw = self.from_x(x)  # (B, T, 3H)
+        xw = project(x, self.from_x.weight, self.from_x.bias)  # (B, T, 3H)
         (h,) = state
         w_g, b_g = self.gates_h.weight.t(), self.gates_h.bias
         w_n, b_n = self.content_h.weight.t(), self.content_h.bias
@@ -546,9 +568,11 @@ class CharLM(nn.Module):
         return [tuple(zeros() for _ in layer.state_names) for layer in self.layers]
 
     def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """The first layer's input: the byte ids themselves (B, T), which every layer reads as one-hot vectors
+        (see `project`; the fused kernels get the one-hot built for them)."""
         if ids.dim() != 2:
             raise ValueError(f"ids must be a (B, T) LongTensor, got shape {tuple(ids.shape)}")
-        return F.one_hot(ids, self.config.vocab_size).to(self.head.weight.dtype)  # (B, T, V)
+        return ids.long()
 
     def forward_with_state(self, ids: torch.Tensor, state: State | None = None, fused: bool = True):
         """(B, T) ids -> logits (B, T, V) and the state after the last step (to carry across batches)."""

@@ -704,3 +704,28 @@ def test_carried_state_equals_one_pass(arch):
     _, cache_b, _ = model.run_with_cache(ids[:, 5:], s)
     for name in cache_full:
         _close(torch.cat([cache_a[name], cache_b[name]], 1), cache_full[name])
+
+
+def test_byte_ids_project_exactly_as_their_one_hot_vectors():
+    """The first layer reads byte ids as a row lookup: the same numbers and gradients as the one-hot product."""
+    from charlm.model import project
+
+    torch.manual_seed(0)
+    weight, bias = torch.randn(12, 7, requires_grad=True), torch.randn(12, requires_grad=True)
+    ids = torch.randint(0, 7, (3, 5))
+    looked_up = project(ids, weight, bias)
+    multiplied = torch.nn.functional.linear(torch.nn.functional.one_hot(ids, 7).float(), weight, bias)
+    torch.testing.assert_close(looked_up, multiplied)
+    g1 = torch.autograd.grad(looked_up.square().sum(), (weight, bias))
+    g2 = torch.autograd.grad(multiplied.square().sum(), (weight, bias))
+    for a, b in zip(g1, g2):
+        torch.testing.assert_close(a, b)
+    for arch in ARCHS:  # every layer: ids in give the same logits as one-hot features in
+        model = build_model(ModelConfig(arch, 7, 2, 6))
+        x = torch.nn.functional.one_hot(ids, 7).float()
+        by_ids = model.forward_with_state(ids, fused=False)[0]
+        state = model.init_state(3)
+        by_features = x
+        for layer, s in zip(model.layers, state):
+            by_features, _ = layer(by_features, s, fused=False)
+        torch.testing.assert_close(by_ids, model.head(by_features), msg=arch)
