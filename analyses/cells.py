@@ -35,7 +35,15 @@ import seaborn as sns
 
 from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
-from probes.activations import more_windows, run_zeroed, trace_windows, window_batch, window_starts
+from probes.activations import (
+    cell_internal,
+    more_windows,
+    run_zeroed,
+    shown,
+    trace_windows,
+    window_batch,
+    window_starts,
+)
 from probes.features import Feature, check_names, features_for, style_of
 from probes.probe import SingleCells, block_split, context_types, fit_probe, score
 from probes.view import display_chars, strip_axes, viewer_html
@@ -212,7 +220,7 @@ def probe_model(model, windows: Windows, features: list[Feature], s: dict, base:
                          "note": "too few examples in the windows"})  # fmt: skip
     for layer in range(model.config.layers):
         names = sorted(k.rsplit(".", 1)[1] for k in acts if k.startswith(f"layers.{layer}."))
-        cell_name = "c" if "c" in names else "h"
+        cell_name = cell_internal(names)
         probed = names if "all" in s["internals"] else [n for n in s["internals"] if n in names]
         probed = probed if cell_name in probed else [*probed, cell_name]
         cell_probes = {}
@@ -306,10 +314,8 @@ def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, rn
             "found": float(test_score[best] >= found_at),
         })  # fmt: skip
         w, offset = windows.excerpt(f)
-        quantity = "tanh(c)" if cell_name == "c" else cell_name
         for rank, cell in enumerate(by_single[: s["viewer_cells"]], start=1):
-            values = acts[f"layers.{layer}.{cell_name}"][w, offset:, cell]
-            values = np.tanh(values) if cell_name == "c" else values
+            values, quantity = shown(acts[f"layers.{layer}.{cell_name}"][w, offset:, cell], cell_name)
             rows.append({
                 **base, "record": "viewer", "layer": layer, "internal": cell_name, "feature": f.name,
                 "feature_kind": f.kind, "cell": int(cell), "rank": rank, "best_cell_score": float(test_score[cell]),
@@ -407,7 +413,7 @@ def plot(df: pd.DataFrame):
     style()
     probes_ = _records(df, "probe").dropna(subset=["selectivity"])
     corpora_ = sorted(probes_["corpus"].unique())
-    strips = [strip for corpus in corpora_ for strip in _strips(df, corpus, paper_only=True)]
+    strips = [strip for corpus in corpora_ for strip in _strips(df, corpus)]
     rows = max((probes_[probes_["corpus"] == c].groupby(["model", "layer", "internal"]).ngroups for c in corpora_),
                default=1)  # fmt: skip
     heat_h, strip_h = 0.24 * rows + 1.5, 0.95
@@ -436,18 +442,6 @@ def plot(df: pd.DataFrame):
     return fig
 
 
-def viewer_figure(df: pd.DataFrame):
-    """The static image of the viewer for a PDF: per corpus and feature, the LSTM's best cell on its excerpt."""
-    corpora_ = sorted(_records(df, "excerpt")["corpus"].unique())
-    strips = [strip for corpus in corpora_ for strip in _strips(df, corpus, paper_only=False)]
-    fig = plt.figure(figsize=(10.5, 0.95 * max(1, len(strips))), layout="constrained")
-    for r, (title, chars, values, underline) in enumerate(strips):
-        ax = fig.add_subplot(len(strips), 1, r + 1)
-        strip_axes(ax, chars, values, underline, width=120, lines=4)
-        ax.set_title(title, fontsize=8, loc="left")
-    return fig
-
-
 def _strip_model(viewer: pd.DataFrame) -> str:
     """The model whose cells the static strips show: the widest LSTM (the paper's), else the first model."""
     lstm = viewer[viewer["arch"] == "lstm"]
@@ -455,7 +449,7 @@ def _strip_model(viewer: pd.DataFrame) -> str:
     return str(pool.sort_values(["size", "seed"], ascending=[False, True])["model_id"].iloc[0])
 
 
-def _strips(df: pd.DataFrame, corpus: str, paper_only: bool) -> list[tuple]:
+def _strips(df: pd.DataFrame, corpus: str) -> list[tuple]:
     """(title, characters, values, underline) of the best cell per feature of one corpus's strip model."""
     viewer, excerpts = _records(df, "viewer"), _records(df, "excerpt")
     viewer = viewer[(viewer["corpus"] == corpus) & (viewer["rank"] == 1)]
@@ -467,11 +461,11 @@ def _strips(df: pd.DataFrame, corpus: str, paper_only: bool) -> list[tuple]:
     for _, v in viewer.iterrows():
         cell = cells[(cells["model_id"] == v["model_id"]) & (cells["feature"] == v["feature"])]
         paper = cell["paper_cell"].fillna("").iloc[0] if not cell.empty else ""
-        if paper_only and not paper:
+        if not paper:
             continue
         e = excerpts[(excerpts["corpus"] == corpus) & (excerpts["feature"] == v["feature"])].iloc[0]
         labels = _unb64(e["labels"], np.int16)
-        metric = "balanced accuracy" if v["feature_kind"] == "binary" else "R^2"
+        metric = METRIC[v["feature_kind"]]
         title = (f"{corpus}, {v['model']}, cell {int(v['cell'])}, {v['quantity']} (red -1, blue +1): {v['feature']}, "
                  f"{metric} {v['best_cell_score']:.2f} alone" + (f"; Fig 2: {paper}" if paper else "")
                  + ("; underlined: feature on" if v["feature_kind"] == "binary" else ""))  # fmt: skip
@@ -481,12 +475,8 @@ def _strips(df: pd.DataFrame, corpus: str, paper_only: bool) -> list[tuple]:
 
 
 def report_html(df: pd.DataFrame) -> str:
-    """The report's interactive part of this section: the activation viewers (see viewer_fragment)."""
-    return viewer_fragment(df)
-
-
-def viewer_fragment(df: pd.DataFrame) -> str:
-    """The activation viewers of the table as one self-contained HTML fragment (one viewer per corpus).
+    """The report's interactive part of this section: the activation viewers of the table as one self-contained
+    HTML fragment (one viewer per corpus).
 
     Every character of corpus text is escaped inside; the result may be inserted into a page as is.
     """
@@ -524,8 +514,7 @@ def caption(df: pd.DataFrame) -> str:
     for corpus, sub in cells.groupby("corpus", sort=True):
         items = []
         for feature, fs in sub.groupby("feature", sort=False):
-            kind = fs["feature_kind"].iloc[0]
-            metric = "balanced accuracy" if kind == "binary" else "R^2"
+            metric = fs["metric"].iloc[0]
             ranked = fs.sort_values("best_cell_score", ascending=False)
             best = ranked.iloc[0]
             paper = fs["paper_cell"].fillna("").iloc[0]

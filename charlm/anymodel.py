@@ -196,6 +196,14 @@ def from_charlm(net: CharLM, path: str | Path | None = None, digest: str = "") -
     return AnyModel("neural", net.eval(), vocab, model_id, digest, Path(path) if path else None, meta)
 
 
+def load_recurrent(spec: str | Path | AnyModel | CharLM, purpose: str) -> AnyModel:
+    """`load`, refusing an n-NN or n-gram in one line that says why a recurrent model is needed (`purpose`)."""
+    model = load(spec)
+    if model.kind != "neural":
+        raise UserError(f"{model.model_id} is not a recurrent model ({model.description}): {purpose}")
+    return model
+
+
 def _resolve(spec: str | Path) -> Path:
     """A checkpoint file, a model folder, or a bare model id looked up under the artifacts root."""
     path = Path(spec).expanduser()

@@ -196,9 +196,7 @@ def benchmark(model=None, n_bytes: int = 3_000_000, batch_size: int = 100, unrol
         net = CharLM(ModelConfig("lstm", corpus.vocab_size, layers, size))
         net.meta = {"vocab": corpus.vocab.tolist(), "model_id": f"lstm-L{layers}-H{size}-untrained"}
         model = anymodel.from_charlm(net)
-    model = anymodel.load(model)
-    if model.kind != "neural":
-        raise UserError("--bench compares with training's forward pass: give a recurrent checkpoint (or none)")
+    model = anymodel.load_recurrent(model, "--bench compares with training's forward pass (give one, or none)")
     net = model.net
     ids, _ = model.encode(data, "skip")
     x, y = (torch.from_numpy(a) for a in stream_windows(ids, batch_size, unroll))  # (n_batches, B, T)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 
 def window_batch(ids: np.ndarray, starts: np.ndarray, length: int, warmup: int) -> np.ndarray:
@@ -53,11 +52,21 @@ def more_windows(starts, at: np.ndarray, n_chars: int, length: int, warmup: int,
     return np.array(new, dtype=np.int64)
 
 
+def cell_internal(names) -> str:
+    """The internal a layer's cells are read from: the memory cell c where the layer has one, else its state h."""
+    return "c" if "c" in names else "h"
+
+
+def shown(values: np.ndarray, internal: str) -> tuple[np.ndarray, str]:
+    """What a viewer draws for an internal, and its name: tanh(c) for the (unbounded) memory cell, else itself."""
+    return (np.tanh(values), "tanh(c)") if internal == "c" else (values, internal)
+
+
 @torch.no_grad()
-def trace_windows(model, batch: np.ndarray, warmup: int, names: list[str] | None = None) -> dict[str, np.ndarray]:
-    """Every internal (or those in `names`) of every layer: {'layers.{l}.{name}': (B, length, H) float32}."""
+def trace_windows(model, batch: np.ndarray, warmup: int) -> dict[str, np.ndarray]:
+    """Every internal of every layer: {'layers.{l}.{name}': (B, length, H) float32}."""
     _, cache, _ = model.run_with_cache(torch.from_numpy(batch))
-    return {k: v[:, warmup:].float().numpy() for k, v in cache.items() if names is None or k in names}
+    return {k: v[:, warmup:].float().numpy() for k, v in cache.items()}
 
 
 @torch.no_grad()
@@ -70,12 +79,11 @@ def run_zeroed(model, batch: np.ndarray, layer: int, zero: np.ndarray) -> tuple[
     ids = torch.from_numpy(np.asarray(batch, dtype=np.int64))
     B, T = ids.shape
     keep = torch.from_numpy(~np.asarray(zero, dtype=bool)).to(model.head.weight.dtype)  # (B, H)
-    x = F.one_hot(ids, model.config.vocab_size).to(model.head.weight.dtype)  # (B, T, V)
     state = model.init_state(B)
     names = model.layers[layer].state_names
     outputs, states = [], {name: [] for name in names}
     for t in range(T):
-        inp = x[:, t : t + 1]
+        inp = ids[:, t : t + 1]  # (B, 1): the first layer reads ids as a row lookup (charlm.model.project)
         for l, module in enumerate(model.layers):
             out, s, _ = module.trace(inp, state[l], keep=False)
             if l == layer:

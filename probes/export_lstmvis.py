@@ -43,12 +43,14 @@ import corpora
 from charlm import anymodel
 from charlm.score import LABELS
 from corpora.errors import UserError, run_cli
+from probes.activations import cell_internal
 
 STATES_FILE = "states.h5"
 DICT_FILE = "chars.dict"
 CONFIG_FILE = "lstm.yml"
 CHUNK = 4096  # characters traced per call, the state carried between calls
 SEARCH_LIMIT = 500_000  # LSTMVis's fast search scans only this many steps
+PURPOSE = "LSTMVis shows recurrent states"  # why an n-NN or n-gram is refused
 
 
 def dictionary(vocab: np.ndarray) -> str:
@@ -102,11 +104,7 @@ def export_lstmvis(
     export is the state after reading character start + t. The folder appears complete or not at all; an
     existing folder is replaced only if it is an earlier export (holds an lstm.yml).
     """
-    model = anymodel.load(checkpoint)
-    if model.kind != "neural":
-        raise UserError(
-            f"{model.model_id} is not a recurrent model ({model.description}): LSTMVis shows recurrent states"
-        )
+    model = anymodel.load_recurrent(checkpoint, PURPOSE)
     net = model.net
     ids = np.asarray(ids, dtype=np.int64)
     chars = ids.size - start if chars is None else chars
@@ -116,7 +114,7 @@ def export_lstmvis(
     if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / CONFIG_FILE).is_file())):
         raise UserError(f"{out} exists and is not an earlier LSTMVis export (no {CONFIG_FILE}): choose another --out")
     c = net.config
-    has_cell = "c" in net.layers[0].state_names
+    has_cell = cell_internal(net.layers[0].state_names) == "c"
     import h5py
 
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -184,11 +182,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.chars < 1 or args.start < 0:
         raise UserError(f"--chars must be positive and --start non-negative, got {args.chars} and {args.start}")
-    model = anymodel.load(args.checkpoint)
-    if model.kind != "neural":
-        raise UserError(
-            f"{model.model_id} is not a recurrent model ({model.description}): LSTMVis shows recurrent states"
-        )
+    model = anymodel.load_recurrent(args.checkpoint, PURPOSE)
     if args.text is not None:
         if not args.text.is_file():
             raise UserError(f"text file {args.text} does not exist")
@@ -207,7 +201,7 @@ def main(argv=None) -> int:
         raise UserError(f"--start {args.start:,} is past the end of the text ({ids.size:,} characters)")
     out = export_lstmvis(model, ids, args.out, args.start, chars, name)
     print(f"wrote {out}: {chars:,} characters, {model.description}")
-    if "c" not in model.net.layers[0].state_names:
+    if cell_internal(model.net.layers[0].state_names) != "c":
         c = model.net.config
         print(f"note: the {c.arch} has no memory cell: only its hidden state h is exported (output1..{c.layers})")
     if chars > SEARCH_LIMIT:

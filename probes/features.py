@@ -135,7 +135,6 @@ def sentence_start(text: bytes) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------ C source
 
-_C_STATES = ("code", "line_comment", "block_comment", "string", "char")
 _CONDITION_KEYWORDS = {"if", "for", "while"}
 _IDENT = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 

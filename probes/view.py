@@ -288,18 +288,19 @@ def _parse_cell(text: str) -> tuple[int, int]:
 
 def trace_text(model, text: bytes, layer: int, index: int, internal: str | None = None) -> tuple[np.ndarray, str]:
     """One cell's values after reading each byte of text (from a zero state), as the viewer shows them:
-    tanh(c) for a memory cell, the internal itself otherwise. Bad input is one UserError."""
+    tanh(c) for a memory cell, the internal itself otherwise. `model` is a CharLM or anything `anymodel.load`
+    takes. Bad input is one UserError."""
     import torch
+
+    from charlm import anymodel
+
+    from .activations import cell_internal, shown
 
     if not text:
         raise UserError("the text is empty: give a file with at least one character")
-    vocab = np.asarray(model.meta.get("vocab", []), dtype=np.int64)
-    table = np.full(256, -1, dtype=np.int64)
-    table[vocab] = np.arange(vocab.size)
-    ids = table[np.frombuffer(text, dtype=np.uint8)]
-    if (ids < 0).any():
-        bad = sorted({f"0x{b:02x}" for b, i in zip(text, ids) if i < 0})
-        raise UserError(f"the text holds bytes the model's vocabulary lacks: {', '.join(bad[:8])}")
+    wrapped = anymodel.load_recurrent(model, "the viewer shows a recurrent model's cells")
+    model = wrapped.net
+    ids, _ = wrapped.encode(text)
     if not 0 <= layer < model.config.layers:
         raise UserError(f"layer {layer} is out of range: the model has layers 0..{model.config.layers - 1}")
     if not 0 <= index < model.config.size:
@@ -307,11 +308,10 @@ def trace_text(model, text: bytes, layer: int, index: int, internal: str | None 
     with torch.no_grad():
         cache = model.trace(torch.from_numpy(ids)[None])
     names = sorted(k.rsplit(".", 1)[1] for k in cache if k.startswith(f"layers.{layer}."))
-    internal = internal or ("c" if "c" in names else "h")
+    internal = internal or cell_internal(names)
     if internal not in names:
         raise UserError(f"the {model.config.arch} has no internal '{internal}' (it has {', '.join(names)})")
-    values = cache[f"layers.{layer}.{internal}"][0, :, index].float().numpy()
-    return (np.tanh(values), f"tanh({internal})") if internal == "c" else (values, internal)
+    return shown(cache[f"layers.{layer}.{internal}"][0, :, index].float().numpy(), internal)
 
 
 def main(argv=None) -> int:

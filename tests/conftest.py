@@ -150,6 +150,26 @@ def logp_rows(targets, nll, vocab_size: int, rng=None) -> np.ndarray:
     return np.log(rest).astype(np.float32)
 
 
+def random_checkpoint(path: Path, corpus, arch: str = "lstm", layers: int = 1, size: int = 8, seed: int = 0) -> Path:
+    """A recurrent checkpoint of random weights, larger than the init's so that the carried state matters."""
+    from charlm.checkpoint import save_checkpoint
+    from charlm.model import CharLM, ModelConfig
+
+    torch.manual_seed(seed)
+    model = CharLM(ModelConfig(arch, corpus.vocab_size, layers, size))
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(-0.5, 0.5)
+    return save_checkpoint(path, model, corpus.vocab.tolist(), corpus.sha256, model_id=f"{arch}-random")
+
+
+def full_forward_logp(model, ids) -> np.ndarray:
+    """Independent of charlm.predict: one forward over the whole text from a zero state, log-softmax in float64."""
+    with torch.no_grad():
+        logits = model(torch.as_tensor(np.asarray(ids[:-1], dtype=np.int64))[None])[0]
+    return torch.log_softmax(logits.double(), -1).numpy()
+
+
 def fake_neural_model(
     corpus,
     split: str = "test",

@@ -81,7 +81,7 @@ def test_the_hand_built_line_counter_is_found_ranked_first_and_confirmed_by_zero
     np.testing.assert_allclose(shown, np.tanh(labels), atol=0.01)
 
 
-def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(tmp_path, artifacts):
+def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(tmp_path, artifacts, monkeypatch):
     corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
     archs = ["rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
     for arch in archs:
@@ -110,9 +110,10 @@ def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(
     shown = cells.with_paper(table)
     assert len(shown) == (table["record"] == "cell").sum() and "Fig 2" in shown.columns
     assert "line_position" in cells.caption(table) and "LSTM" in cells.summary(table)
-    fragment = cells.viewer_fragment(table)
+    fragment = cells.report_html(table)
     assert fragment.count('class="cells-viewer"') == 1 and "- S-RNN - HIDDEN 1x6" in fragment
-    # the second run reads every model from the cache
+    # the second run reads every model from the cache: probing again would fail
+    monkeypatch.setattr(cells, "probe_model", lambda *a, **k: pytest.fail("a cached model was probed again"))
     again = cells.compute(ctx_for(features=["line_position", "in_quotes", "in_parens"]))
     pd.testing.assert_frame_equal(again.reset_index(drop=True), df.reset_index(drop=True), check_dtype=False)
 

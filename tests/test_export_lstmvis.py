@@ -8,24 +8,15 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from conftest import random_checkpoint
 
 import corpora
 from charlm import anymodel
-from charlm.checkpoint import load_checkpoint, save_checkpoint
-from charlm.model import CharLM, ModelConfig
+from charlm.checkpoint import load_checkpoint
 from charlm.score import LABELS
 from corpora.errors import run_cli
 from probes import export_lstmvis
 from probes.export_lstmvis import export_lstmvis as export
-
-
-def random_checkpoint(path, corpus, arch="lstm", layers=2, size=8, seed=0):
-    torch.manual_seed(seed)
-    model = CharLM(ModelConfig(arch, corpus.vocab_size, layers, size))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.uniform_(-0.5, 0.5)  # larger than the init, so the state matters
-    return save_checkpoint(path, model, corpus.vocab.tolist(), corpus.sha256, model_id=f"{arch}-random")
 
 
 def read_dict_like_lstmvis(path) -> dict[int, str]:
@@ -89,7 +80,7 @@ def test_config_and_dictionary_parse_as_lstmvis_reads_them(tmp_path, tiny_run):
 @pytest.mark.parametrize("arch", ["rnn", "gru", "lstm-gates"])
 def test_architectures_without_a_memory_cell_export_h_only(tmp_path, text_bytes, capsys, arch):
     corpus = corpora.Corpus.from_bytes("t", text_bytes)
-    path = random_checkpoint(tmp_path / "m.pt", corpus, arch)
+    path = random_checkpoint(tmp_path / "m.pt", corpus, arch, layers=2)
     text = tmp_path / "t.txt"
     text.write_bytes(text_bytes[:200])
     assert run_cli(export_lstmvis.main, [str(path), "--text", str(text), "--out", str(tmp_path / "p")]) == 0
@@ -105,7 +96,7 @@ def test_architectures_without_a_memory_cell_export_h_only(tmp_path, text_bytes,
 
 def test_ablation_with_a_cell_exports_both_per_layer(tmp_path, text_bytes):
     corpus = corpora.Corpus.from_bytes("t", text_bytes)
-    path = random_checkpoint(tmp_path / "m.pt", corpus, "lstm-srnn-hidden")
+    path = random_checkpoint(tmp_path / "m.pt", corpus, "lstm-srnn-hidden", layers=2)
     ids = corpus.encode(text_bytes[:300])
     export(path, ids, tmp_path / "p", chunk=64)
     whole = trace_of(anymodel.load(path).net, ids)

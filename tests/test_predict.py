@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import REPO, assert_one_line_error, cli_env
+from conftest import REPO, assert_one_line_error, cli_env, full_forward_logp
 
 from charlm import ARCHS, ModelConfig, build_model, load_checkpoint, predictions
 from charlm import predict as predict_module
@@ -19,20 +19,13 @@ from charlm.predict import predict_logprobs
 from corpora.errors import UserError, run_cli
 
 
-def _full_forward_logprobs(model, ids: np.ndarray) -> np.ndarray:
-    """Independent: one forward over the whole stream, log-softmax in float64."""
-    with torch.no_grad():
-        logits = model(torch.as_tensor(ids[:-1].astype(np.int64))[None])[0]
-    return torch.log_softmax(logits.double(), -1).numpy()
-
-
 def test_one_stream_logprobs_are_normalised_and_equal_a_full_forward(tiny_run, monkeypatch):
     model = load_checkpoint(tiny_run.out / "checkpoint.pt")
     ids = tiny_run.corpus.split("test")
     logp = predict_logprobs(model, ids, streams=1)
     assert logp.shape == (ids.size - 1, tiny_run.corpus.vocab_size) and logp.dtype == np.float32
     np.testing.assert_allclose(np.logaddexp.reduce(logp.astype(np.float64), axis=1), 0.0, atol=1e-5)
-    np.testing.assert_allclose(logp, _full_forward_logprobs(model, ids), atol=2e-5, rtol=0)
+    np.testing.assert_allclose(logp, full_forward_logp(model, ids), atol=2e-5, rtol=0)
     monkeypatch.setattr(predict_module, "CHUNK", 7)  # the state is carried across forward calls
     np.testing.assert_allclose(predict_logprobs(model, ids, streams=1), logp, atol=2e-5, rtol=0)
     # Row t scores character t + 1: the trained model beats a uniform guess on the true next characters.
@@ -54,7 +47,7 @@ def test_chunks_carry_state_for_every_arch(arch, monkeypatch):
     model = _random_model(arch)
     ids = np.random.default_rng(0).integers(0, 13, 150).astype(np.uint8)
     whole = predict_logprobs(model, ids, streams=1)
-    np.testing.assert_allclose(whole, _full_forward_logprobs(model, ids), atol=2e-5, rtol=0)
+    np.testing.assert_allclose(whole, full_forward_logp(model, ids), atol=2e-5, rtol=0)
     monkeypatch.setattr(predict_module, "CHUNK", 7)
     np.testing.assert_allclose(predict_logprobs(model, ids, streams=1), whole, atol=2e-5, rtol=0)
     # Carrying state matters: restarting from zero at every chunk would give different numbers.
@@ -225,7 +218,7 @@ def test_cli_writes_test_predictions_and_prints_nats_and_bits(tiny_run, checkpoi
     test_ids = tiny_run.corpus.split("test")
     assert int(positions.replace(",", "")) == test_ids.size - 1
     model = load_checkpoint(checkpoint_copy)
-    reference = -_full_forward_logprobs(model, test_ids)[np.arange(test_ids.size - 1), test_ids[1:]]
+    reference = -full_forward_logp(model, test_ids)[np.arange(test_ids.size - 1), test_ids[1:]]
     assert float(nats) == pytest.approx(reference.mean(), abs=1e-4)
     assert float(bits) == pytest.approx(reference.mean() / np.log(2), abs=1e-4)
     assert 0 < float(nats_std) < 0.5 and float(bits_std) == pytest.approx(float(nats_std) / np.log(2), abs=2e-4)

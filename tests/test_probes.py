@@ -358,7 +358,7 @@ def test_view_cli_writes_a_standalone_page(tiny_run, tmp_path):
         (["--cell", "4:0"], None, "layer 4 is out of range"),
         (["--cell", "zero"], None, "LAYER:INDEX"),
         ([], b"", "the text is empty"),
-        ([], b"caf\xc3\xa9 {}", "bytes the model's vocabulary lacks"),
+        ([], b"caf\xc3\xa9 {}", "outside the model's vocabulary"),
         (["--internal", "z"], None, "has no internal"),
     ],
 )

@@ -7,15 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import fake_corpus_file, fake_neural_model
+from conftest import fake_corpus_file, fake_neural_model, random_checkpoint
 
 import corpora
 from analyses import common, samples
 from analyses.context import Context, model_index
 from charlm import ARCHS, anymodel, ngram, nnn
 from charlm import sample as sample_module
-from charlm.checkpoint import save_checkpoint, save_payload
-from charlm.model import CharLM, ModelConfig
+from charlm.checkpoint import save_payload
 from charlm.sample import next_id, sample
 from corpora.errors import UserError, run_cli
 
@@ -28,15 +27,6 @@ def _artifacts(tmp_path, monkeypatch):
 @pytest.fixture
 def corpus(text_bytes):
     return corpora.Corpus.from_bytes("t", text_bytes)
-
-
-def random_checkpoint(path, corpus, arch="lstm", layers=1, size=8, seed=0):
-    torch.manual_seed(seed)
-    model = CharLM(ModelConfig(arch, corpus.vocab_size, layers, size))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.uniform_(-0.5, 0.5)  # larger than the init, so the state matters
-    return save_checkpoint(path, model, corpus.vocab.tolist(), corpus.sha256, model_id=f"{arch}-random")
 
 
 def random_nnn(path, corpus, n=3, hidden=8):

@@ -8,14 +8,11 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-import torch
-from conftest import make_text
+from conftest import full_forward_logp, make_text, random_checkpoint
 from scipy.stats import rankdata
 
 import corpora
 from charlm import anymodel, ngram, nnn, predictions, score
-from charlm.checkpoint import save_checkpoint
-from charlm.model import CharLM, ModelConfig
 from charlm.predict import predict_checkpoint
 from corpora.errors import UserError, run_cli
 
@@ -23,23 +20,6 @@ from corpora.errors import UserError, run_cli
 @pytest.fixture(autouse=True)
 def _artifacts(tmp_path, monkeypatch):
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-
-
-def random_checkpoint(path, corpus, arch="lstm", layers=1, size=8, seed=0):
-    """A recurrent checkpoint with random weights (larger than the init, so the state matters)."""
-    torch.manual_seed(seed)
-    model = CharLM(ModelConfig(arch, corpus.vocab_size, layers, size))
-    with torch.no_grad():
-        for p in model.parameters():
-            p.uniform_(-0.5, 0.5)
-    return save_checkpoint(path, model, corpus.vocab.tolist(), corpus.sha256, model_id=f"{arch}-random")
-
-
-def full_forward_logp(model, ids):
-    """Independent: one forward over the whole text from a zero state, log-softmax in float64."""
-    with torch.no_grad():
-        logits = model(torch.as_tensor(np.asarray(ids[:-1], dtype=np.int64))[None])[0]
-    return torch.log_softmax(logits.double(), -1).numpy()
 
 
 def test_a_split_scored_as_text_equals_the_reports_predictions(tiny_run):
