@@ -128,7 +128,16 @@ class LinearScan(torch.autograd.Function):
 # Layers. forward(x, state, fused) -> (out (B, T, H), new state); trace(x, state) -> (out, state, cache)
 
 
-class ElmanLayer(nn.Module):
+class _TracedLayer(nn.Module):
+    """A layer whose forward is its hand-written `trace` without the cache (layers with a fused kernel
+    fall back to it when `fused` is off; the others ignore `fused`)."""
+
+    def forward(self, x, state, fused=True):
+        out, state, _ = self.trace(x, state, keep=False)
+        return out, state
+
+
+class ElmanLayer(_TracedLayer):
     """h_t = tanh(W x_t + b_ih + U h_{t-1} + b_hh): the `rnn`, and `lstm-gates` at the LSTM's width."""
 
     state_names = ("h",)
@@ -145,8 +154,7 @@ class ElmanLayer(nn.Module):
         if fused:
             out, h = self.rnn(features(x, self.rnn.input_size, state[0].dtype), state[0].unsqueeze(0))
             return out, (h.squeeze(0),)
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
+        return super().forward(x, state)
 
     def trace(self, x, state, keep=True):
         r = self.rnn
@@ -160,7 +168,7 @@ class ElmanLayer(nn.Module):
         return out, (h,), {"h": out}
 
 
-class GRULayer(nn.Module):
+class GRULayer(_TracedLayer):
     """torch's GRU: r, z' = sigm(.), n = tanh(W_n x + b_in + r * (U_n h + b_hn)), h = (1 - z') n + z' h.
 
     Traced as the papers write it: z = 1 - z' (weight on the candidate htilde = n).
@@ -180,8 +188,7 @@ class GRULayer(nn.Module):
         if fused:
             out, h = self.rnn(features(x, self.rnn.input_size, state[0].dtype), state[0].unsqueeze(0))
             return out, (h.squeeze(0),)
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
+        return super().forward(x, state)
 
     def trace(self, x, state, keep=True):
         r = self.rnn
@@ -205,7 +212,7 @@ class GRULayer(nn.Module):
         return out, (h,), cache
 
 
-class LSTMLayer(nn.Module):
+class LSTMLayer(_TracedLayer):
     """torch's LSTM (gate order i, f, g, o; g is Levy's content ctilde)."""
 
     state_names = ("h", "c")
@@ -224,8 +231,7 @@ class LSTMLayer(nn.Module):
             x = features(x, self.rnn.input_size, h0.dtype)
             out, (h, c) = self.rnn(x, (h0.unsqueeze(0), c0.unsqueeze(0)))
             return out, (h.squeeze(0), c.squeeze(0))
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
+        return super().forward(x, state)
 
     def trace(self, x, state, keep=True):
         r = self.rnn
@@ -251,7 +257,7 @@ class LSTMLayer(nn.Module):
         return out, (h, c), cache
 
 
-class AblatedLSTMLayer(nn.Module):
+class AblatedLSTMLayer(_TracedLayer):
     """Levy et al.'s LSTM ablations: the content is linear in x (ctilde = W_cx x, eq. 9).
 
     output_gate=False gives h = tanh(c) (eq. 10); gates_recurrent=False gives gates that read
@@ -273,10 +279,6 @@ class AblatedLSTMLayer(nn.Module):
     def n_params(d_in: int, size: int, output_gate: bool, gates_recurrent: bool) -> int:
         n_gates = 3 if output_gate else 2
         return n_gates * size * (d_in + 1) + (n_gates * size * size if gates_recurrent else 0) + size * d_in
-
-    def forward(self, x, state, fused=True):
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
 
     def trace(self, x, state, keep=True):
         H = self.size
@@ -315,7 +317,7 @@ class AblatedLSTMLayer(nn.Module):
         return out, (h, c), cache
 
 
-class CBOWLayer(nn.Module):
+class CBOWLayer(_TracedLayer):
     """The notes' CBOW as an RNN, R(s, x) = s + E[x] (`cbow`), and its squashed form tanh(s + E[x]) (`cbow-tanh`).
 
     E x is the embedding of a one-hot byte (above the first layer, a linear map of the layer below's
@@ -343,10 +345,6 @@ class CBOWLayer(nn.Module):
     def n_params(d_in: int, size: int, squash: bool) -> int:
         return d_in * size
 
-    def forward(self, x, state, fused=True):
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
-
     def trace(self, x, state, keep=True):
         (h,) = state
         embedded = project(x, self.embed.weight, self.embed.bias)  # (B, T, H)
@@ -359,7 +357,7 @@ class CBOWLayer(nn.Module):
         return out, (h,), {"h": out} if keep else {}
 
 
-class ProtoLSTMLayer(nn.Module):
+class ProtoLSTMLayer(_TracedLayer):
     """The notes' prototype LSTM (`proto-lstm`) and pseudo-LSTM (`pseudo-lstm`): one state s, traced as `c`.
 
         read   = s_{t-1}                        (prototype)   or tanh(s_{t-1})   (pseudo)
@@ -391,10 +389,6 @@ class ProtoLSTMLayer(nn.Module):
     def n_params(d_in: int, size: int, squash: bool) -> int:
         return 4 * size * (d_in + 1) + 4 * size * size
 
-    def forward(self, x, state, fused=True):
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
-
     def trace(self, x, state, keep=True):
         H = self.size
         xw = project(x, self.from_x.weight, self.from_x.bias)  # (B, T, 4H)
@@ -419,7 +413,7 @@ class ProtoLSTMLayer(nn.Module):
         return out, (h, c), cache
 
 
-class PaperGRULayer(nn.Module):
+class PaperGRULayer(_TracedLayer):
     """The papers' GRU (Karpathy et al. sec 3.1, char-rnn's GRU.lua, the notes' GRU): the reset acts on the state.
 
         r, z   = sigm(W_r x + b_ir + U_r h + b_hr), sigm(W_z x + b_iz + U_z h + b_hz)
@@ -442,10 +436,6 @@ class PaperGRULayer(nn.Module):
     @staticmethod
     def n_params(d_in: int, size: int) -> int:
         return 3 * size * (d_in + size) + 6 * size
-
-    def forward(self, x, state, fused=True):
-        out, state, _ = self.trace(x, state, keep=False)
-        return out, state
 
     def trace(self, x, state, keep=True):
         H = self.size
@@ -558,10 +548,6 @@ class CharLM(nn.Module):
         for p in self.parameters():
             nn.init.uniform_(p, -INIT_RANGE, INIT_RANGE)
 
-    @property
-    def has_fused(self) -> bool:
-        return self.config.arch in ("rnn", "gru", "lstm", "lstm-gates")
-
     def init_state(self, batch_size: int) -> State:
         p = self.head.weight
         zeros = lambda: p.new_zeros(batch_size, self.config.size)  # noqa: E731
@@ -580,7 +566,7 @@ class CharLM(nn.Module):
         state = state if state is not None else self.init_state(ids.shape[0])
         new_state = []
         for layer, s in zip(self.layers, state):
-            x, s = layer(x, s, fused=fused and self.has_fused)
+            x, s = layer(x, s, fused=fused)  # layers without a fused kernel ignore it
             x = self.drop(x)  # (B, T, H)
             new_state.append(s)
         return self.head(x), new_state

@@ -539,22 +539,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(
-        corpus=args.corpus,
-        arch=args.arch,
-        layers=args.layers,
-        size=args.size,
-        dropout=args.dropout,
-        seed=args.seed,
-        epochs=args.epochs,
-        max_chars=args.max_chars,
-        eval_chars=args.eval_chars,
-        lr=args.lr,
-        batch_size=args.batch_size,
-        unroll=args.unroll,
-        patience=args.patience,
-        fused=not args.no_fused,
-    )
+    """Every option named after a TrainConfig field sets it (`--no-fused` sets `fused`); the rest keep the recipe."""
+    settings = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    return TrainConfig(**settings, fused=not args.no_fused)
 
 
 def main(argv=None) -> int:

@@ -76,6 +76,12 @@ def shipped_path(spec: CorpusSpec) -> Path:
 
 def unpack_shipped(spec: CorpusSpec, folder: Path) -> Path:
     """Decompress the shipped copy of `spec` into `folder`, verified against the registry's sha256, atomically."""
+    _unpack_shipped(spec, folder)
+    return folder / spec.filename
+
+
+def _unpack_shipped(spec: CorpusSpec, folder: Path) -> bytes:
+    """`unpack_shipped`, returning the verified bytes it wrote (so a first load need not read and hash them again)."""
     source = shipped_path(spec)
     if not source.is_file():
         raise UserError(f"corpus '{spec.name}' does not ship with this installation ({source} is missing)")
@@ -96,7 +102,7 @@ def unpack_shipped(spec: CorpusSpec, folder: Path) -> Path:
             f"cannot unpack corpus '{spec.name}' into {folder}: {err}; set CORPORA_DIR to a writable folder"
         ) from None
     print(f"corpora: unpacked the shipped '{spec.name}' corpus to {folder / spec.filename}", file=sys.stderr)
-    return folder / spec.filename
+    return data
 
 
 def corpora_dir() -> Path:
@@ -264,24 +270,25 @@ def load(name_or_path: str, directory: str | os.PathLike | None = None, split_mo
     folder = Path(directory) if directory is not None else corpora_dir()
     path = folder / spec.filename
     if not path.exists() and shipped_path(spec).is_file():
-        unpack_shipped(spec, folder)
-    if not path.exists():
-        hint = (
-            f"`python -m corpora fetch {spec.name}`"
-            if spec.url
-            else f"`python -m corpora build {spec.name} --from PATH`"
-        )
-        raise UserError(
-            f"corpus '{spec.name}' not found at {path}: set CORPORA_DIR to a folder holding {spec.filename}, "
-            f"or run {hint}"
-        )
-    data = _read_file(path, f"corpus '{spec.name}'")
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != spec.sha256:
-        raise UserError(
-            f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... "
-            f"({len(data)} bytes, expected {spec.size}): the file is not the registered corpus"
-        )
+        data = _unpack_shipped(spec, folder)  # verified against spec.sha256 as it was unpacked
+    else:
+        if not path.exists():
+            hint = (
+                f"`python -m corpora fetch {spec.name}`"
+                if spec.url
+                else f"`python -m corpora build {spec.name} --from PATH`"
+            )
+            raise UserError(
+                f"corpus '{spec.name}' not found at {path}: set CORPORA_DIR to a folder holding {spec.filename}, "
+                f"or run {hint}"
+            )
+        data = _read_file(path, f"corpus '{spec.name}'")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != spec.sha256:
+            raise UserError(
+                f"corpus '{spec.name}' at {path} has sha256 {digest[:12]}..., expected {spec.sha256[:12]}... "
+                f"({len(data)} bytes, expected {spec.size}): the file is not the registered corpus"
+            )
     corpus = Corpus.from_bytes(spec.name, data, spec.split_fractions, split_mode, source=spec.name)
-    corpus.__dict__["sha256"] = digest  # already computed above
+    corpus.__dict__["sha256"] = spec.sha256  # the data was verified against it above
     return corpus

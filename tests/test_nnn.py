@@ -3,6 +3,7 @@ fitting a bigram, the hidden-size grid, caching, checkpoints that load with weig
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import charlm.train
 from charlm import nnn, predictions
 from corpora import Corpus
 from corpora.errors import UserError, run_cli
@@ -203,7 +205,7 @@ def test_an_interrupted_nnn_resumes_bit_identical(monkeypatch):
         return real(self, epoch, batch)
 
     monkeypatch.setattr(nnn.NNNTask, "loss", interrupted)
-    monkeypatch.setattr(nnn, "_train_one", _train_one_saving_every_step)
+    monkeypatch.setattr(nnn, "fit", functools.partial(charlm.train.fit, checkpoint_every_s=0))  # save every step
     with pytest.raises(KeyboardInterrupt):
         nnn.train_nnn(corpus, 2, **kwargs)
     monkeypatch.setattr(nnn.NNNTask, "loss", real)
@@ -211,14 +213,6 @@ def test_an_interrupted_nnn_resumes_bit_identical(monkeypatch):
     metrics = json.loads((resumed / "metrics.json").read_text())
     assert metrics["grid"][0]["epochs"] == ref_metrics["grid"][0]["epochs"]  # the whole curve, bit for bit
     assert metrics["best_val_loss"] == ref_metrics["best_val_loss"]
-
-
-def _train_one_saving_every_step(config, hidden, corpus, out, model_id, progress):
-    task = nnn.NNNTask(config, hidden, corpus, model_id)
-    member_id = f"{model_id}-H{hidden}"
-    nnn.fit(task, config, out, member_id, {"model_id": member_id, "kind": "nnn-member"}, progress,
-            checkpoint_every_s=0, snapshots=False)  # fmt: skip
-    return nnn.complete_metrics(out / "metrics.json")
 
 
 def test_context_targets_are_the_same_likelihood_as_positions():
