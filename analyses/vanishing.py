@@ -46,7 +46,7 @@ from charlm.gradients import (
     ratio_middle_over_ends,
     state_gradient_norms,
 )
-from charlm.model import ARCH_LABELS, ARCHS, CharLM
+from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
@@ -156,9 +156,11 @@ def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, setti
     return ctx.cached("vanishing", key, compute_profile)
 
 
-def has_cell(ctx: Context, row: pd.Series) -> bool:
-    """Whether the model's layers carry a memory cell c besides h (the LSTM family but - GATES)."""
-    return "c" in ctx.model(row).layers[-1].state_names
+def has_cell(arch: str) -> bool:
+    """Whether the architecture's layers carry a memory cell c besides h (the LSTM family but - GATES, the
+    prototype and pseudo-LSTM): read from the layer class, so no checkpoint is loaded to ask."""
+    layer_class, _ = LAYERS[arch]
+    return "c" in layer_class.state_names
 
 
 def vanishing_ratio(
@@ -221,7 +223,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     settings = ctx.settings
     states, archs = _check_settings(settings)
     models = ctx.models(arch=tuple(archs) or None)
-    cells = {r["model_id"]: has_cell(ctx, r) for _, r in models.iterrows()}
+    cells = {r["model_id"]: has_cell(r["arch"]) for _, r in models.iterrows()}
     if states == ["c"] and not any(cells.values()):
         raise MissingInput(
             f"no memory cell c to differentiate: the models here ({', '.join(sorted(set(models['arch'])))}) keep "
