@@ -38,8 +38,10 @@ import seaborn as sns
 from charlm.model import matched_size
 from corpora.errors import run_cli
 
+from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
 from .common import analysis_main, style
 from .context import Context, MissingInput, Needs
+from .vanishing import vanishing_ratio
 
 TITLE = "The lecture notes' ladder from CBOW to the LSTM"
 QUESTION = (
@@ -131,9 +133,6 @@ def compute(ctx: Context) -> pd.DataFrame:
     ladders = models.groupby("corpus_key", sort=False).filter(lambda m: m["arch"].isin(NOTES_ONLY).any())
     if ladders.empty:  # only the papers' three types: that is cross_entropy's table, not a ladder
         raise _missing(ctx, budget, layers)
-    from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
-    from .vanishing import vanishing_ratio
-
     rows = []
     for corpus_key, on_corpus in ladders.groupby("corpus_key", sort=False):
         braces = ctx.text(corpus_key, split).count(b"}") >= s["min_braces"]
@@ -146,8 +145,10 @@ def compute(ctx: Context) -> pd.DataFrame:
                 continue
             group = group[group["group_id"] == group["group_id"].iloc[0]]  # seeds of one configuration only
             scores = np.array([ctx.predictions(r, split).cross_entropy(resamples) for _, r in group.iterrows()])
-            ratios = np.array([vanishing_ratio(ctx, r) for _, r in group.iterrows()], dtype=float)
-            brace = np.mean([brace_advantage(ctx, r) for _, r in group.iterrows()]) if braces else np.nan
+            ratios = np.array(
+                [vanishing_ratio(ctx, r, settings={"split": split}) for _, r in group.iterrows()], dtype=float
+            )
+            brace = np.mean([brace_advantage(ctx, r, split=split) for _, r in group.iterrows()]) if braces else np.nan
             first = group.iloc[0]
             memory, largest, read = state_max(ctx, first, split, int(s["excerpt_chars"]))
             by_step[LADDER[step][0]] = {
