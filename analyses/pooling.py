@@ -61,7 +61,7 @@ from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
 from .context import Context, MissingInput
-from .vanishing import MAINI_SIZES, MAINI_TABLE2
+from .maini import MAINI_SIZES, table2_ratios
 
 TITLE = "Pooling: last state against mean, max and attention pooling (Maini et al.)"
 QUESTION = (
@@ -474,13 +474,9 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
                     "source": f"Maini et al. {data}, {size} (mid / end: in the middle / on the right of Wikipedia)",
                     "model": PAPER_LABELS[pool], "text alone (%)": alone[k], "mid (%)": mid[k], "end (%)": right[k],
                 })  # fmt: skip
-    for k, size in enumerate(MAINI_SIZES):
-        if size == "5K":
-            continue
-        for pool in POOLS:
-            ratios, _ = MAINI_TABLE2[PAPER_LABELS[pool]]
-            rows.append({"source": f"Maini et al. Table 2, {size}", "model": PAPER_LABELS[pool],
-                         "ratio at 95 %": ratios[k]})  # fmt: skip
+    by_size = sorted(table2_ratios(), key=lambda r: MAINI_SIZES.index(r[1]))  # size by size, models in table order
+    rows += [{"source": f"Maini et al. Table 2, {size}", "model": model, "ratio at 95 %": ratio}
+             for model, size, ratio in by_size]  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -51,6 +51,7 @@ from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
 from .context import Context, MissingInput
+from .maini import table2_ratios
 
 TITLE = "Vanishing gradients: how far back one character's loss reaches"
 QUESTION = (
@@ -74,16 +75,6 @@ SETTINGS = {
 CACHE_FORMAT = 2  # bump when what a cached profile holds changes
 LOSS_SCALE = 2.0**80  # float32 gradients down to ~1e-60 stay above underflow; 1e14-fold growth stays finite
 LABELS = ARCH_LABELS
-# Table 2 of Maini et al. as the notes give it (the notes do not name its data set): vanishing ratio when the
-# model reaches 95 % training accuracy, and the best validation accuracy of that run (%), per training size.
-MAINI_TABLE2 = {
-    "BiLSTM": ((5e-3, 0.03, 0.06), (64.9, 82.8, 88.4)),
-    "MEANPOOL": ((2.5, 0.56, 1.32), (78.4, 82.6, 88.5)),
-    "MAXPOOL": ((0.40, 0.42, 0.53), (78.0, 84.7, 89.6)),
-    "ATT": ((3.87, 1.04, 1.19), (77.1, 84.6, 90.0)),
-    "MAXATT": ((0.69, 0.69, 0.64), (78.1, 86.0, 90.2)),
-}
-MAINI_SIZES = ("1K", "5K", "20K")
 COLUMNS = [
     "corpus", "arch", "label", "budget", "size", "layers", "seed", "model_id", "group_id", "checkpoint", "chars",
     "layer", "state", "memory", "lag", "grad_norm", "ratio", "ratio_mid_end",
@@ -331,12 +322,8 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
             "norm at lag 50": norms.loc[norms["lag"] == 50, "grad_norm"].mean(),
             f"norm at lag {K}": norms.loc[norms["lag"] == K, "grad_norm"].mean(),
         })  # fmt: skip
-    for model, (ratios, _) in MAINI_TABLE2.items():
-        for size, ratio in zip(MAINI_SIZES, ratios):
-            if size == "5K":
-                continue  # the two ends of their range are enough beside ours
-            rows.append({"source": f"Maini et al. Table 2, {size} examples", "model": model, "state": "h",
-                         "ratio trained": ratio})  # fmt: skip
+    rows += [{"source": f"Maini et al. Table 2, {size} examples", "model": model, "state": "h", "ratio trained": ratio}
+             for model, size, ratio in table2_ratios()]  # fmt: skip
     return pd.DataFrame(rows)
 
 
