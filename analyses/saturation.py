@@ -73,9 +73,6 @@ def _measure(ctx: Context, row: pd.Series) -> dict[str, np.ndarray]:
     """Per layer and gate, the left / right fractions of every cell; cached by checkpoint and excerpt."""
     s = ctx.settings
     excerpt = {k: s[k] for k in ("split", "start", "length", "warmup")}
-    for key in ("start", "length", "warmup"):
-        if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] < 0:
-            raise UserError(f"saturation: {key} must be a non-negative integer, got {s[key]!r}")
 
     def compute() -> dict[str, np.ndarray]:
         trace = ctx.trace(row, s["split"], s["start"], s["length"], warmup=s["warmup"])
@@ -92,6 +89,10 @@ def _measure(ctx: Context, row: pd.Series) -> dict[str, np.ndarray]:
 
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per model, layer, gate and cell: the fraction of excerpt steps it is left / right saturated."""
+    for key in ("start", "length", "warmup"):  # checked once, before any model is read
+        value = ctx.settings[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise UserError(f"saturation: {key} must be a non-negative integer, got {value!r}")
     models = ctx.models(arch=tuple(_archs(ctx)))
     rows = []
     for _, row in models.iterrows():

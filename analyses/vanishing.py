@@ -240,6 +240,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                         continue
                     end = profile[f"layers.{layer}.h"][0]  # where the loss attaches: the h the head reads
                     mid_end = ratio_middle_over_ends(np.r_[g[::-1][:-1], end])
+                    ratio = ratio_first_over_middle(g[::-1])
                     keep = lags[lags > 0] if state == "c" else lags  # dL_T/dc_T = 0 by construction
                     rows += [{
                         "corpus": row["corpus"], "arch": row["arch"], "label": label, "budget": row["budget"],
@@ -247,7 +248,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                         "layers": int(row["layers"]), "seed": int(row["seed"]), "model_id": row["model_id"],
                         "group_id": group_id, "checkpoint": checkpoint, "chars": chars, "layer": int(layer),
                         "state": state, "lag": int(k), "grad_norm": float(g[k]),
-                        "ratio": ratio_first_over_middle(g[::-1]), "ratio_mid_end": mid_end, "memory": state == memory,
+                        "ratio": ratio, "ratio_mid_end": mid_end, "memory": state == memory,
                     } for k in keep]  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
