@@ -39,7 +39,7 @@ from charlm.model import matched_size
 from corpora.errors import run_cli
 
 from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
-from .common import analysis_main, style
+from .common import BRIEF_TRAINING, analysis_main, style
 from .context import Context, MissingInput, Needs
 from .vanishing import vanishing_ratio
 
@@ -268,7 +268,7 @@ def caption(df: pd.DataFrame) -> str:
             text += " The GRU rung is torch's form (reset after the recurrent product), not the notes'."
         parts.append(text)
     chars = int(df["chars_trained"].max())
-    if chars < 20_000_000:
+    if chars < BRIEF_TRAINING:
         parts.append(
             f"These models saw {chars:,} training characters, far from the papers' 50 epochs: gains between rungs "
             "are those of briefly trained models, and the slower learners among the gated rungs are handicapped."

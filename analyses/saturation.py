@@ -33,7 +33,7 @@ import seaborn as sns
 from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, chosen_archs, ordered_models, style
+from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
 from .context import Context
 
 TITLE = "Gate saturation"
@@ -266,7 +266,7 @@ def caption(df: pd.DataFrame) -> str:
             "deeper layers cannot appear; its GRU claim is about the first layer, which ours is."
         )
     chars = int(df["chars_trained"].max())
-    if chars < 20_000_000:
+    if chars < BRIEF_TRAINING:
         text += (
             f" The models saw {chars:,} training characters (the paper's, about 130M on War and Peace): fewer "
             "integrators than a converged model may simply mean less training."

@@ -42,7 +42,7 @@ from scipy import stats
 from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS, memory_weights
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, chosen_archs, ordered_models, style
+from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
 from .context import Context
 
 TITLE = "The memory cell as a weighted sum"
@@ -444,7 +444,7 @@ def caption(df: pd.DataFrame) -> str:
                  "||w||_2 / sqrt(H), so models of different widths share a scale; the top row is the weight on the "
                  "state carried into the sentence.")  # fmt: skip
     chars = int(df["chars_trained"].max())
-    if chars < 20_000_000:
+    if chars < BRIEF_TRAINING:
         parts.append(f"These models saw {chars:,} training characters; short spans may be a sign of little training.")
     return " ".join(parts)
 
