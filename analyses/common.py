@@ -44,6 +44,7 @@ from .context import Context, MissingInput, Needs, model_index, one_recipe_per_c
 REQUIRED = ("TITLE", "QUESTION", "compute", "plot", "caption")
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpora", "charlm", "probes", "analyses")  # the code that produces numbers
+BRIEF_TRAINING = 20_000_000  # training characters below which captions say the models are only briefly trained
 
 
 def load_analysis(name: str) -> ModuleType:

@@ -16,7 +16,7 @@ import seaborn as sns
 from charlm.predictions import LN2
 from corpora.errors import run_cli
 
-from .common import analysis_main, style
+from .common import BRIEF_TRAINING, analysis_main, style
 from .context import Context
 
 TITLE = "Test cross-entropy of every model"
@@ -140,7 +140,7 @@ def notes(df: pd.DataFrame) -> list[str]:
     """What a reader must know before comparing with the paper."""
     out = []
     budgets = sorted(df["chars_trained"].unique())
-    if budgets and budgets[-1] < 20_000_000:
+    if budgets and budgets[-1] < BRIEF_TRAINING:
         out.append(
             f"These models saw {', '.join(f'{b:,}' for b in budgets)} training characters, a fraction of the paper's "
             "50 epochs with early stopping (about 130M characters on War and Peace): they are far from converged, so "

@@ -38,8 +38,10 @@ import seaborn as sns
 from charlm.model import matched_size
 from corpora.errors import run_cli
 
-from .common import analysis_main, style
+from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
+from .common import BRIEF_TRAINING, analysis_main, style
 from .context import Context, MissingInput, Needs
+from .vanishing import vanishing_ratio
 
 TITLE = "The lecture notes' ladder from CBOW to the LSTM"
 QUESTION = (
@@ -131,9 +133,6 @@ def compute(ctx: Context) -> pd.DataFrame:
     ladders = models.groupby("corpus_key", sort=False).filter(lambda m: m["arch"].isin(NOTES_ONLY).any())
     if ladders.empty:  # only the papers' three types: that is cross_entropy's table, not a ladder
         raise _missing(ctx, budget, layers)
-    from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
-    from .vanishing import vanishing_ratio
-
     rows = []
     for corpus_key, on_corpus in ladders.groupby("corpus_key", sort=False):
         braces = ctx.text(corpus_key, split).count(b"}") >= s["min_braces"]
@@ -146,8 +145,10 @@ def compute(ctx: Context) -> pd.DataFrame:
                 continue
             group = group[group["group_id"] == group["group_id"].iloc[0]]  # seeds of one configuration only
             scores = np.array([ctx.predictions(r, split).cross_entropy(resamples) for _, r in group.iterrows()])
-            ratios = np.array([vanishing_ratio(ctx, r) for _, r in group.iterrows()], dtype=float)
-            brace = np.mean([brace_advantage(ctx, r) for _, r in group.iterrows()]) if braces else np.nan
+            ratios = np.array(
+                [vanishing_ratio(ctx, r, settings={"split": split}) for _, r in group.iterrows()], dtype=float
+            )
+            brace = np.mean([brace_advantage(ctx, r, split=split) for _, r in group.iterrows()]) if braces else np.nan
             first = group.iloc[0]
             memory, largest, read = state_max(ctx, first, split, int(s["excerpt_chars"]))
             by_step[LADDER[step][0]] = {
@@ -267,7 +268,7 @@ def caption(df: pd.DataFrame) -> str:
             text += " The GRU rung is torch's form (reset after the recurrent product), not the notes'."
         parts.append(text)
     chars = int(df["chars_trained"].max())
-    if chars < 20_000_000:
+    if chars < BRIEF_TRAINING:
         parts.append(
             f"These models saw {chars:,} training characters, far from the papers' 50 epochs: gains between rungs "
             "are those of briefly trained models, and the slower learners among the gated rungs are handicapped."

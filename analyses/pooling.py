@@ -61,7 +61,7 @@ from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
 from .context import Context, MissingInput
-from .vanishing import MAINI_SIZES, MAINI_TABLE2
+from .maini import MAINI_SIZES, table2_ratios
 
 TITLE = "Pooling: last state against mean, max and attention pooling (Maini et al.)"
 QUESTION = (
@@ -137,16 +137,30 @@ def choose_keywords(train_text: bytes, classes: int, longest: int, min_letters: 
     )
 
 
-def build_examples(
-    text: bytes, keywords: list[bytes], length: int, position: str, n: int, span: int, rng: np.random.Generator
-) -> tuple[list[bytes], np.ndarray]:
-    """n examples of `length` bytes: the span of class i % K (keyword i inside `span` bytes of its own context)
-    at `position` of a keyword-free stretch of `text`. Returns the examples and their labels."""
-    pattern = re.compile(b"|".join(re.escape(k) for k in keywords))
+def keyword_starts(text: bytes, keywords: list[bytes]) -> list[np.ndarray]:
+    """Per keyword, where it starts in `text`; a keyword that never occurs there is one clear error."""
     occurrences = [np.array([m.start() for m in re.finditer(re.escape(k), text)]) for k in keywords]
     for k, occ in zip(keywords, occurrences):
         if occ.size == 0:
             raise UserError(f"keyword {k.decode(errors='replace')!r} does not occur in a split of the corpus")
+    return occurrences
+
+
+def build_examples(
+    text: bytes,
+    keywords: list[bytes],
+    length: int,
+    position: str,
+    n: int,
+    span: int,
+    rng: np.random.Generator,
+    occurrences: list[np.ndarray] | None = None,
+) -> tuple[list[bytes], np.ndarray]:
+    """n examples of `length` bytes: the span of class i % K (keyword i inside `span` bytes of its own context)
+    at `position` of a keyword-free stretch of `text`. Returns the examples and their labels.
+    `occurrences`: keyword_starts(text, keywords), when the caller has it already (one scan per split)."""
+    pattern = re.compile(b"|".join(re.escape(k) for k in keywords))
+    occurrences = keyword_starts(text, keywords) if occurrences is None else occurrences
     pad = length - span
     at = {"start": 0, "mid": pad // 2, "end": pad}[position]
     examples, labels = [], np.arange(n) % len(keywords)
@@ -169,19 +183,27 @@ def build_examples(
     return examples, labels
 
 
-def task_sets(ctx: Context, corpus_key: str, keywords: list[bytes], position: str, settings: dict) -> dict:
-    """Train (largest size), val and test Examples of one position setting, equally many of each length."""
-    corpus = ctx.corpus(corpus_key)
+def task_sets(
+    corpus,
+    texts: dict[str, bytes],
+    starts: dict[str, list[np.ndarray]],
+    keywords: list[bytes],
+    position: str,
+    settings: dict,
+) -> dict:
+    """Train (largest size), val and test Examples of one position setting, equally many of each length, from each
+    split's bytes (`texts`) and where each keyword starts in them (`starts`, keyword_starts)."""
     lengths = list(settings["lengths"])
     sizes = {"train": max(settings["train_sizes"]), "val": settings["val_size"], "test": settings["test_size"]}
     sets = {}
     for s, (split, n) in enumerate(sizes.items()):
-        text = corpus.decode(corpus.split(split))
         ids, labels = [], []
         for length in lengths:
             rng = np.random.default_rng([settings["seed"], s, POSITIONS.index(position), length])
             per_length = -(-n // len(lengths))  # ceil
-            examples, y = build_examples(text, keywords, length, position, per_length, settings["span"], rng)
+            examples, y = build_examples(
+                texts[split], keywords, length, position, per_length, settings["span"], rng, starts[split]
+            )
             ids.append(np.stack([corpus.encode(e) for e in examples]))
             labels.append(y)
         sets[split] = Examples(ids, labels)
@@ -260,11 +282,13 @@ def compute(ctx: Context) -> pd.DataFrame:
     _check(s)
     key = _choose_corpus(ctx, s["corpus"])
     corpus = ctx.corpus(key)
+    texts = {split: ctx.text(key, split) for split in ("train", "val", "test")}  # decoded once for every position
     keywords = [k.encode() for k in s["keywords"]] or choose_keywords(
-        corpus.decode(corpus.split("train")), int(s["classes"]), max(s["lengths"])
+        texts["train"], int(s["classes"]), max(s["lengths"])
     )
     if max(len(k) for k in keywords) > s["span"]:
         raise UserError(f"the span of {s['span']} characters cannot hold keyword(s) longer than it: {keywords}")
+    starts = {split: keyword_starts(text, keywords) for split, text in texts.items()}  # one scan per split
     root = ctx.artifacts / "_classifiers" / corpus.artifact_name
     rows = []
     base = {
@@ -273,7 +297,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         "span": s["span"],
     }
     for position in s["positions"]:
-        sets = task_sets(ctx, key, keywords, position, s)
+        sets = task_sets(corpus, texts, starts, keywords, position, s)
         for size in sorted(s["train_sizes"]):
             train = prefix(sets["train"], size)
             for pool in s["pools"]:
@@ -474,13 +498,9 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
                     "source": f"Maini et al. {data}, {size} (mid / end: in the middle / on the right of Wikipedia)",
                     "model": PAPER_LABELS[pool], "text alone (%)": alone[k], "mid (%)": mid[k], "end (%)": right[k],
                 })  # fmt: skip
-    for k, size in enumerate(MAINI_SIZES):
-        if size == "5K":
-            continue
-        for pool in POOLS:
-            ratios, _ = MAINI_TABLE2[PAPER_LABELS[pool]]
-            rows.append({"source": f"Maini et al. Table 2, {size}", "model": PAPER_LABELS[pool],
-                         "ratio at 95 %": ratios[k]})  # fmt: skip
+    by_size = sorted(table2_ratios(), key=lambda r: MAINI_SIZES.index(r[1]))  # size by size, models in table order
+    rows += [{"source": f"Maini et al. Table 2, {size}", "model": model, "ratio at 95 %": ratio}
+             for model, size, ratio in by_size]  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -30,20 +30,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from charlm.model import ARCH_LABELS
+from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, chosen_archs, ordered_models, style
+from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
 from .context import Context
 
 TITLE = "Gate saturation"
 QUESTION = "How often is each gate nearly shut (< 0.1) or nearly open (> 0.9), and do the paper's regimes appear?"
 PAPER_SOURCE = "Karpathy et al. (2016), sec 4.2 'Gate activation statistics' and Fig. 3 (qualitative claims, 3 layers)"
 
-GATED = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru", "gru-paper", "proto-lstm",
-         "pseudo-lstm")  # architectures with gates, report order  # fmt: skip
-GATELESS = ("rnn", "lstm-gates", "cbow", "cbow-tanh")  # the Elman S-RNN and the CBOW RNNs: nothing to saturate
-GRUS = ("gru", "gru-paper")  # torch's form and the papers' form: the same gates r and z
 GATES = ("i", "f", "o", "r", "z")  # traced gate names, in panel order
 GATE_NAMES = {"i": "input gate i", "f": "forget gate f", "o": "output gate o", "r": "reset gate r",
               "z": "update gate z"}  # fmt: skip
@@ -60,7 +56,7 @@ SETTINGS = {
     "start": 1000,  # where the excerpt starts in the split (characters)
     "length": 5000,  # excerpt length (characters; the paper used its whole test set)
     "warmup": 1000,  # characters read before the excerpt to warm the state up (from zero at their start)
-    "archs": list(GATED),  # architectures to measure; a gateless one is an error
+    "archs": list(GATED_ARCHS),  # architectures to measure; a gateless one is an error
 }
 
 
@@ -70,16 +66,13 @@ def saturation_fractions(gate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _archs(ctx: Context) -> list[str]:
-    return chosen_archs(ctx, GATED, GATELESS, "no gates to saturate", "saturation")
+    return chosen_archs(ctx, GATED_ARCHS, GATELESS_ARCHS, "no gates to saturate", "saturation")
 
 
 def _measure(ctx: Context, row: pd.Series) -> dict[str, np.ndarray]:
     """Per layer and gate, the left / right fractions of every cell; cached by checkpoint and excerpt."""
     s = ctx.settings
     excerpt = {k: s[k] for k in ("split", "start", "length", "warmup")}
-    for key in ("start", "length", "warmup"):
-        if not isinstance(s[key], int) or isinstance(s[key], bool) or s[key] < 0:
-            raise UserError(f"saturation: {key} must be a non-negative integer, got {s[key]!r}")
 
     def compute() -> dict[str, np.ndarray]:
         trace = ctx.trace(row, s["split"], s["start"], s["length"], warmup=s["warmup"])
@@ -96,6 +89,10 @@ def _measure(ctx: Context, row: pd.Series) -> dict[str, np.ndarray]:
 
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per model, layer, gate and cell: the fraction of excerpt steps it is left / right saturated."""
+    for key in ("start", "length", "warmup"):  # checked once, before any model is read
+        value = ctx.settings[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise UserError(f"saturation: {key} must be a non-negative integer, got {value!r}")
     models = ctx.models(arch=tuple(_archs(ctx)))
     rows = []
     for _, row in models.iterrows():
@@ -122,7 +119,7 @@ def compute(ctx: Context) -> pd.DataFrame:
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    return ordered_models(df, GATED)
+    return ordered_models(df, GATED_ARCHS)
 
 
 def _per_model(sub: pd.DataFrame, passes: pd.Series) -> np.ndarray:
@@ -157,7 +154,7 @@ def _group_findings(g: pd.DataFrame) -> list[tuple]:
                 f"{stuck.mean():.1f} cells per model saturated on one side >= {ALWAYS:.0%} of the time; max left "
                 f"{o['left'].max():.1%}, right {o['right'].max():.1%}", stuck.sum() == 0,
             ))  # fmt: skip
-        if layer == 1 and g["arch"].iloc[0] in GRUS:
+        if layer == 1 and g["arch"].iloc[0] in GRU_ARCHS:
             r, z = lg[lg["gate"] == "r"], lg[lg["gate"] == "z"]
             r_rare, z_rare = (r["right"] < RARELY).mean(), (z["left"] < RARELY).mean()
             out.append((
@@ -200,9 +197,7 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """The report's table: the paper's claims beside our numbers (the per-cell table is the CSV)."""
-    return findings(df)
+with_paper = findings  # the report's table: the paper's claims beside our numbers (the per-cell table is the CSV)
 
 
 # ------------------------------------------------------------------------------------------ figure and words
@@ -271,7 +266,7 @@ def caption(df: pd.DataFrame) -> str:
             "deeper layers cannot appear; its GRU claim is about the first layer, which ours is."
         )
     chars = int(df["chars_trained"].max())
-    if chars < 20_000_000:
+    if chars < BRIEF_TRAINING:
         text += (
             f" The models saw {chars:,} training characters (the paper's, about 130M on War and Peace): fewer "
             "integrators than a converged model may simply mean less training."

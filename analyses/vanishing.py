@@ -46,11 +46,12 @@ from charlm.gradients import (
     ratio_middle_over_ends,
     state_gradient_norms,
 )
-from charlm.model import ARCH_LABELS, ARCHS, CharLM
+from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
 from .context import Context, MissingInput
+from .maini import table2_ratios
 
 TITLE = "Vanishing gradients: how far back one character's loss reaches"
 QUESTION = (
@@ -74,16 +75,6 @@ SETTINGS = {
 CACHE_FORMAT = 2  # bump when what a cached profile holds changes
 LOSS_SCALE = 2.0**80  # float32 gradients down to ~1e-60 stay above underflow; 1e14-fold growth stays finite
 LABELS = ARCH_LABELS
-# Table 2 of Maini et al. as the notes give it (the notes do not name its data set): vanishing ratio when the
-# model reaches 95 % training accuracy, and the best validation accuracy of that run (%), per training size.
-MAINI_TABLE2 = {
-    "BiLSTM": ((5e-3, 0.03, 0.06), (64.9, 82.8, 88.4)),
-    "MEANPOOL": ((2.5, 0.56, 1.32), (78.4, 82.6, 88.5)),
-    "MAXPOOL": ((0.40, 0.42, 0.53), (78.0, 84.7, 89.6)),
-    "ATT": ((3.87, 1.04, 1.19), (77.1, 84.6, 90.0)),
-    "MAXATT": ((0.69, 0.69, 0.64), (78.1, 86.0, 90.2)),
-}
-MAINI_SIZES = ("1K", "5K", "20K")
 COLUMNS = [
     "corpus", "arch", "label", "budget", "size", "layers", "seed", "model_id", "group_id", "checkpoint", "chars",
     "layer", "state", "memory", "lag", "grad_norm", "ratio", "ratio_mid_end",
@@ -156,9 +147,11 @@ def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, setti
     return ctx.cached("vanishing", key, compute_profile)
 
 
-def has_cell(ctx: Context, row: pd.Series) -> bool:
-    """Whether the model's layers carry a memory cell c besides h (the LSTM family but - GATES)."""
-    return "c" in ctx.model(row).layers[-1].state_names
+def has_cell(arch: str) -> bool:
+    """Whether the architecture's layers carry a memory cell c besides h (the LSTM family but - GATES, the
+    prototype and pseudo-LSTM): read from the layer class, so no checkpoint is loaded to ask."""
+    layer_class, _ = LAYERS[arch]
+    return "c" in layer_class.state_names
 
 
 def vanishing_ratio(
@@ -221,7 +214,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     settings = ctx.settings
     states, archs = _check_settings(settings)
     models = ctx.models(arch=tuple(archs) or None)
-    cells = {r["model_id"]: has_cell(ctx, r) for _, r in models.iterrows()}
+    cells = {r["model_id"]: has_cell(r["arch"]) for _, r in models.iterrows()}
     if states == ["c"] and not any(cells.values()):
         raise MissingInput(
             f"no memory cell c to differentiate: the models here ({', '.join(sorted(set(models['arch'])))}) keep "
@@ -247,6 +240,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                         continue
                     end = profile[f"layers.{layer}.h"][0]  # where the loss attaches: the h the head reads
                     mid_end = ratio_middle_over_ends(np.r_[g[::-1][:-1], end])
+                    ratio = ratio_first_over_middle(g[::-1])
                     keep = lags[lags > 0] if state == "c" else lags  # dL_T/dc_T = 0 by construction
                     rows += [{
                         "corpus": row["corpus"], "arch": row["arch"], "label": label, "budget": row["budget"],
@@ -254,7 +248,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                         "layers": int(row["layers"]), "seed": int(row["seed"]), "model_id": row["model_id"],
                         "group_id": group_id, "checkpoint": checkpoint, "chars": chars, "layer": int(layer),
                         "state": state, "lag": int(k), "grad_norm": float(g[k]),
-                        "ratio": ratio_first_over_middle(g[::-1]), "ratio_mid_end": mid_end, "memory": state == memory,
+                        "ratio": ratio, "ratio_mid_end": mid_end, "memory": state == memory,
                     } for k in keep]  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -329,12 +323,8 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
             "norm at lag 50": norms.loc[norms["lag"] == 50, "grad_norm"].mean(),
             f"norm at lag {K}": norms.loc[norms["lag"] == K, "grad_norm"].mean(),
         })  # fmt: skip
-    for model, (ratios, _) in MAINI_TABLE2.items():
-        for size, ratio in zip(MAINI_SIZES, ratios):
-            if size == "5K":
-                continue  # the two ends of their range are enough beside ours
-            rows.append({"source": f"Maini et al. Table 2, {size} examples", "model": model, "state": "h",
-                         "ratio trained": ratio})  # fmt: skip
+    rows += [{"source": f"Maini et al. Table 2, {size} examples", "model": model, "state": "h", "ratio trained": ratio}
+             for model, size, ratio in table2_ratios()]  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -39,20 +39,16 @@ import torch
 from matplotlib.colors import LogNorm
 from scipy import stats
 
-from charlm.model import ARCH_LABELS, memory_weights
+from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS, memory_weights
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, chosen_archs, ordered_models, style
+from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
 from .context import Context
 
 TITLE = "The memory cell as a weighted sum"
 QUESTION = "Does the cell compute Levy et al.'s element-wise weighted sum, which context does it weigh, and how long?"
 PAPER_SOURCE = "Levy et al. (2018), eq. 8 and appendix A (Table 5); review version footnote 1 (the GRU)"
 
-WITH_CELL = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru", "gru-paper", "proto-lstm",
-             "pseudo-lstm")  # a gated additive memory  # fmt: skip
-WITHOUT_CELL = ("rnn", "lstm-gates", "cbow", "cbow-tanh")  # no gates (cbow's fixed decay is not a learned gate)
-GRUS = ("gru", "gru-paper")  # a weighted average of htilde with the coupled weights z and 1 - z
 LABELS = ARCH_LABELS
 
 TOLERANCE = 1e-4  # the identity "holds" when the max abs error is below this times max(1, max |state|) (float32)
@@ -70,7 +66,7 @@ SETTINGS = {
     "window": 100,  # ... in windows of this many (w is window x window x cells per window)
     "lags": 50,  # retention: the weight a character keeps over the next this many steps
     "sentence_length": 32,  # characters in each corpus's heatmap sentence
-    "archs": list(WITH_CELL),  # architectures to analyse; one without a memory cell is an error
+    "archs": list(GATED_ARCHS),  # architectures to analyse; one without a memory cell is an error
 }
 COLUMNS = ["corpus", "arch", "size", "layers", "budget", "seed", "chars_trained", "model_id", "group_id", "layer",
            "measure", "cell", "t", "j", "char", "count", "steps", "value"]  # fmt: skip
@@ -117,7 +113,7 @@ def weight_rms(w: np.ndarray) -> np.ndarray:
 def _cell_parts(arch: str, trace: dict, layer: int) -> tuple[np.ndarray, ...]:
     """(write, keep, content, state) of a traced layer, float64: i, f, ctilde, c (LSTM family); z, 1 - z, htilde, h."""
     get = lambda name: trace[f"layers.{layer}.{name}"].astype(np.float64)  # noqa: E731
-    if arch in GRUS:
+    if arch in GRU_ARCHS:
         z = get("z")
         return z, 1.0 - z, get("htilde"), get("h")
     return get("i"), get("f"), get("ctilde"), get("c")
@@ -162,7 +158,7 @@ def _settings(ctx: Context) -> dict:
 
 
 def _archs(ctx: Context) -> list[str]:
-    return chosen_archs(ctx, WITH_CELL, WITHOUT_CELL, "no gated memory cell, so no weighted sum", "weighted_sum")
+    return chosen_archs(ctx, GATED_ARCHS, GATELESS_ARCHS, "no gated memory cell, so no weighted sum", "weighted_sum")
 
 
 def retention(write: np.ndarray, keep: np.ndarray, lags: int) -> np.ndarray:
@@ -219,7 +215,7 @@ def _measure(ctx: Context, row: pd.Series, s: dict) -> dict[str, np.ndarray]:
 def _layer_rows(m: dict, L: str, s: dict, arch: str, heatmap: bool, sentence: list, vocab, frequency) -> list:
     """The table's rows for one layer of one model (see compute)."""
     scalars = {"identity_error": m[L + "error"], "state_max": m[L + "state_max"], "diagonal": m[L + "diagonal"]}
-    if arch in GRUS:
+    if arch in GRU_ARCHS:
         scalars["sum_error"] = m[L + "sum_error"]
     values = np.array(list(scalars.values()), dtype=float)
     frames = [pd.DataFrame({"measure": list(scalars), "steps": s["check_length"], "value": values})]
@@ -284,7 +280,7 @@ def compute(ctx: Context) -> pd.DataFrame:
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    return ordered_models(df, WITH_CELL)
+    return ordered_models(df, GATED_ARCHS)
 
 
 def _retention_by_char(g: pd.DataFrame) -> pd.DataFrame:
@@ -305,7 +301,7 @@ def _layer_findings(g: pd.DataFrame) -> list[tuple]:
     out = [("eq. 8 identity", "exact: c_t = sum_j w_j^t ctilde_j", error,
             f"max |error| {error:.1e} over {check:,} steps (|state| up to {scale:.1f})",
             error <= TOLERANCE * max(1.0, scale))]  # fmt: skip
-    if g["arch"].isin(GRUS).any():
+    if g["arch"].isin(GRU_ARCHS).any():
         sum_error = value("sum_error").max()
         words = f"max |sum_j w_j^t + prod(1 - z) - 1| = {sum_error:.1e}"
         paper = "a weighted average, since the gates are coupled (footnote 1)"
@@ -341,9 +337,7 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """The report's table: the paper's claims beside our numbers (the full long table is the CSV)."""
-    return findings(df)
+with_paper = findings  # the report's table: the paper's claims beside our numbers (the long table is the CSV)
 
 
 # ------------------------------------------------------------------------------------------ figure and words
@@ -450,7 +444,7 @@ def caption(df: pd.DataFrame) -> str:
                  "||w||_2 / sqrt(H), so models of different widths share a scale; the top row is the weight on the "
                  "state carried into the sentence.")  # fmt: skip
     chars = int(df["chars_trained"].max())
-    if chars < 20_000_000:
+    if chars < BRIEF_TRAINING:
         parts.append(f"These models saw {chars:,} training characters; short spans may be a sign of little training.")
     return " ".join(parts)
 

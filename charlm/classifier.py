@@ -225,8 +225,8 @@ class ClassifierTask(Task):
     def __init__(self, config: ClassifierConfig, train: Examples, val: Examples, model_id: str):
         config.validate()
         self.config, self.train_set, self.val_set, self.model_id = config, train, val, model_id
-        self.batches_per_group = [math.ceil(len(labels) / config.batch_size) for labels in train.labels]
-        self.steps_per_epoch = sum(self.batches_per_group)
+        batches_per_group = [math.ceil(len(labels) / config.batch_size) for labels in train.labels]
+        self.steps_per_epoch = sum(batches_per_group)
         self.chars_per_step = config.batch_size  # loss terms (examples) per step: fit's budget unit here
         self.divergence_loss = math.log(config.classes) + 20  # 20 nats worse than a uniform guess: blown up
         torch.manual_seed(config.seed)

@@ -40,6 +40,10 @@ ARCHS = (
 )  # fmt: skip
 LSTM_FAMILY = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 ABLATIONS = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")  # Levy et al. sec 3.1: at the LSTM's width
+GATED_ARCHS = ("lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "gru", "gru-paper", "proto-lstm",
+               "pseudo-lstm")  # learned gates (a gated additive memory), report order  # fmt: skip
+GATELESS_ARCHS = ("rnn", "lstm-gates", "cbow", "cbow-tanh")  # the Elman S-RNN and the CBOW RNNs (cbow's decay is fixed)
+GRU_ARCHS = ("gru", "gru-paper")  # torch's form and the papers' form: the same gates r and z
 ARCH_LABELS = {  # how the report names each architecture (one name everywhere), in report order
     "rnn": "RNN", "gru": "GRU", "gru-paper": "GRU (papers' form)", "lstm": "LSTM", "lstm-srnn": "LSTM - S-RNN",
     "lstm-srnn-out": "LSTM - S-RNN - OUT", "lstm-srnn-hidden": "LSTM - S-RNN - HIDDEN", "lstm-gates": "LSTM - GATES",

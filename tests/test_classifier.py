@@ -10,7 +10,6 @@ import torch
 
 from charlm import classifier as clf
 from charlm.classifier import (
-    POOLS,
     BiLSTMClassifier,
     ClassifierConfig,
     Examples,
@@ -184,4 +183,3 @@ def test_bad_configs_are_one_clear_error(fields, message):
     base = {"pool": "max", "vocab_size": V, "classes": 2}
     with pytest.raises(UserError, match=message):
         ClassifierConfig(**{**base, **fields}).validate()
-    assert set(POOLS) == {"last", "mean", "max", "att", "maxatt"}

@@ -3,16 +3,13 @@ and the brace advantage (analyses/vanishing.py and analyses/brace_distance.py ar
 
 from __future__ import annotations
 
-import sys
-import types
-
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model, make_text
 
-from analyses import common, ladder
+from analyses import common, ladder, vanishing
 from analyses.context import Context, MissingInput, model_index
 from charlm.checkpoint import load_checkpoint
 from charlm.model import matched_size
@@ -35,21 +32,21 @@ def artifacts(tmp_path, monkeypatch):
 
 @pytest.fixture
 def stand_ins(monkeypatch):
-    """Fake analyses.vanishing and analyses.brace_distance modules with the agreed functions; records the calls."""
+    """Stand-ins for the ladder's vanishing_ratio and brace_advantage (with the real ones' signatures and
+    defaults); records each call with the split it was asked for."""
     calls = []
 
-    def vanishing_ratio(ctx, row, snapshot=None):
-        calls.append(("vanishing", row["arch"], int(row["seed"]), snapshot))
+    def vanishing_ratio(ctx, row, snapshot=None, state=None, settings=None):
+        split = {**vanishing.SETTINGS, **(settings or {})}["split"]
+        calls.append(("vanishing", row["arch"], int(row["seed"]), snapshot, split))
         return RATIO[row["arch"]] * (4.0 if row["seed"] == 1 else 1.0)
 
-    def brace_advantage(ctx, row):
-        calls.append(("brace", row["arch"], row["corpus"]))
+    def brace_advantage(ctx, row, min_distance=1, split="test"):
+        calls.append(("brace", row["arch"], row["corpus"], split))
         return BRACE[row["arch"]] + (0.1 if row["seed"] == 1 else 0.0)
 
-    for name, fn in (("vanishing", vanishing_ratio), ("brace_distance", brace_advantage)):
-        module = types.ModuleType(f"analyses.{name}")
-        setattr(module, fn.__name__, fn)
-        monkeypatch.setitem(sys.modules, f"analyses.{name}", module)
+    monkeypatch.setattr(ladder, "vanishing_ratio", vanishing_ratio)
+    monkeypatch.setattr(ladder, "brace_advantage", brace_advantage)
     return calls
 
 
@@ -64,13 +61,16 @@ def code_corpus(tmp_path):
     return corpora.load(str(path))
 
 
-def train_ladder(corpus, rungs=tuple(CE), lstm_seeds=LSTM_SEEDS):
-    T = corpus.split("test").size - 1
+def train_ladder(corpus, rungs=tuple(CE), lstm_seeds=LSTM_SEEDS, split="test"):
+    """The rungs with cross-entropies CE (the LSTM's seeds: lstm_seeds), predictions on `split` only."""
+    T = corpus.split(split).size - 1
     V = corpus.vocab_size
     for arch in rungs:
-        fake_neural_model(corpus, nll=np.full(T, CE[arch]), arch=arch, size=matched_size(arch, BUDGET, V, 1))
+        size = matched_size(arch, BUDGET, V, 1)
+        fake_neural_model(corpus, split=split, nll=np.full(T, CE[arch]), arch=arch, size=size)
     for seed, ce in enumerate(lstm_seeds):
-        fake_neural_model(corpus, nll=np.full(T, ce), arch="lstm", size=matched_size("lstm", BUDGET, V, 1), seed=seed)
+        size = matched_size("lstm", BUDGET, V, 1)
+        fake_neural_model(corpus, split=split, nll=np.full(T, ce), arch="lstm", size=size, seed=seed)
 
 
 def _ctx(**settings) -> Context:
@@ -113,6 +113,7 @@ def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_
     assert df[df["corpus"] == prose.name]["brace_advantage"].isna().all()  # no braces in prose: not measured
     assert {c[2] for c in stand_ins if c[0] == "brace"} == {code.name}
     assert all(c[3] is None for c in stand_ins if c[0] == "vanishing")  # the trained (final) models
+    assert {c[-1] for c in stand_ins} == {"test"}
     # The memory state's largest value: the top layer's c where there is a cell, else h, from a zero state.
     by = df[df["corpus"] == code.name].set_index("arch")
     assert list(by["memory"]) == ["h", "h", "h", "c", "h", "c", "c"] and (by["state_chars"] == 40).all()
@@ -122,6 +123,16 @@ def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_
         with torch.no_grad():
             expected = model.trace(ids)[f"layers.0.{by.loc[arch, 'memory']}"].abs().max().item()
         assert by.loc[arch, "state_max"] == pytest.approx(expected, rel=1e-6), arch
+
+
+def test_every_measurement_reads_the_ladders_split(tmp_path, artifacts, stand_ins):
+    code = code_corpus(tmp_path)
+    assert code.decode(code.split("val")).count(b"}") >= 5
+    train_ladder(code, rungs=[a for a in CE if a != "gru"], split="val")  # no test predictions to fall back on
+    df = ladder.compute(_ctx(split="val"))
+    assert df.set_index("arch").loc["lstm", "ce_nats"] == pytest.approx(1.4, abs=1e-6)
+    assert {c[0] for c in stand_ins} == {"vanishing", "brace"}
+    assert {c[-1] for c in stand_ins} == {"val"}  # the vanishing ratio and the brace advantage too
 
 
 def test_torch_gru_stands_in_for_the_notes_gru_and_missing_rungs_are_named(tmp_path, artifacts, stand_ins):

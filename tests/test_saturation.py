@@ -13,6 +13,7 @@ from conftest import fake_corpus_file, fake_neural_model
 
 from analyses import common, saturation
 from analyses.context import Context, MissingInput, model_index
+from charlm.model import ARCHS, GATED_ARCHS, GATELESS_ARCHS
 from corpora import run_cli
 
 FAST = {"start": 10, "length": 300, "warmup": 10}  # a short excerpt of the small test split
@@ -111,7 +112,8 @@ def test_the_table_plot_and_words_cover_every_gated_architecture(tmp_path, artif
                  "proto-lstm", "pseudo-lstm", "cbow"):  # fmt: skip
         fake_neural_model(corpus, arch=arch, size=8)
     df = saturation.compute(_ctx())
-    assert set(df["arch"]) == set(saturation.GATED)  # the gateless ones are not read
+    assert set(df["arch"]) == set(GATED_ARCHS)  # the gateless ones are not read
+    assert sorted(GATED_ARCHS + GATELESS_ARCHS) == sorted(ARCHS)  # every architecture is one or the other
     gates = df.groupby("arch")["gate"].unique().map(set)
     assert gates["lstm"] == gates["lstm-srnn"] == {"i", "f", "o"}
     assert gates["lstm-srnn-out"] == gates["lstm-srnn-hidden"] == {"i", "f"} and gates["gru"] == {"r", "z"}

@@ -12,7 +12,7 @@ from test_saturation import edit_weights, force_gates
 
 from analyses import common, weighted_sum
 from analyses.context import Context, MissingInput, model_index
-from charlm.model import memory_weights
+from charlm.model import GATED_ARCHS, memory_weights
 from corpora import run_cli
 
 FAST = {"start": 20, "length": 300, "warmup": 20, "check_length": 100, "window": 25, "lags": 10, "sentence_length": 12}
@@ -144,13 +144,13 @@ def test_the_identity_holds_on_random_weights_of_every_architecture(tmp_path, ar
     """Weights scaled up from the small init, so the gates swing over (0, 1): eq. 8 still reproduces the traced state
     to float32 tolerance, from the state carried into each window."""
     corpus = fake_corpus_file(tmp_path)
-    for arch in weighted_sum.WITH_CELL:
+    for arch in GATED_ARCHS:
         model = fake_neural_model(corpus, arch=arch, size=8)
         edit_weights(model, lambda s: [p.mul_(25.0) for p in s.values()])
     df = weighted_sum.compute(_ctx())
     scalars = df[df["measure"].isin(["identity_error", "state_max"])].pivot(index="arch", columns="measure",
                                                                             values="value")  # fmt: skip
-    assert set(scalars.index) == set(weighted_sum.WITH_CELL)
+    assert set(scalars.index) == set(GATED_ARCHS)
     assert (scalars["identity_error"] < 1e-5 * np.maximum(1.0, scalars["state_max"])).all(), scalars
     found = weighted_sum.findings(df)
     assert (found[found["finding"] == "eq. 8 identity"]["verdict"] == "found").all()
@@ -169,7 +169,7 @@ def test_the_identity_holds_on_random_weights_of_every_architecture(tmp_path, ar
         assert cell["value"] == pytest.approx(np.sqrt(np.mean(w**2)), rel=1e-5)
         assert cell["char"] == weighted_sum.printable(text[p + j])
     fig = weighted_sum.plot(df)
-    assert len([ax for ax in fig.axes if ax.images]) == len(weighted_sum.WITH_CELL)  # one heatmap per model
+    assert len([ax for ax in fig.axes if ax.images]) == len(GATED_ARCHS)  # one heatmap per model
     text = weighted_sum.caption(df)
     assert "eq. 8 holds" in text and "weighted average" in text
     assert "eq. 8 holds" in weighted_sum.summary(df) and weighted_sum.notes(df)

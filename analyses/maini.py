@@ -1,0 +1,27 @@
+"""Maini et al. (2020), "Why and when should you pool?", Table 2 as the lecture notes (seed 004) quote it.
+
+Its own module, imported by analyses/vanishing.py and analyses/pooling.py, so that editing either analysis does
+not change the other's cache key (analyses/common.py's source_digest follows imports).
+"""
+
+# Vanishing ratio when the model reaches 95 % training accuracy, and the best validation accuracy of that run (%),
+# per training size (the notes do not name the data set).
+MAINI_TABLE2 = {
+    "BiLSTM": ((5e-3, 0.03, 0.06), (64.9, 82.8, 88.4)),
+    "MEANPOOL": ((2.5, 0.56, 1.32), (78.4, 82.6, 88.5)),
+    "MAXPOOL": ((0.40, 0.42, 0.53), (78.0, 84.7, 89.6)),
+    "ATT": ((3.87, 1.04, 1.19), (77.1, 84.6, 90.0)),
+    "MAXATT": ((0.69, 0.69, 0.64), (78.1, 86.0, 90.2)),
+}
+MAINI_SIZES = ("1K", "5K", "20K")  # training examples of Table 2's three columns
+
+
+def table2_ratios(sizes: tuple[str, ...] = ("1K", "20K")) -> list[tuple[str, str, float]]:
+    """(model, training size, vanishing ratio at 95 % training accuracy) of Table 2, model by model in the table's
+    order, for the given sizes (default: the two ends of their range, enough beside ours)."""
+    return [
+        (model, size, ratio)
+        for model, (ratios, _) in MAINI_TABLE2.items()
+        for size, ratio in zip(MAINI_SIZES, ratios)
+        if size in sizes
+    ]
