@@ -36,7 +36,7 @@ import seaborn as sns
 from corpora.corpus import CHARRNN_BATCH
 from corpora.errors import run_cli
 
-from .common import analysis_main, style
+from .common import analysis_main, headline, lowest_seeds, report_order, short_label, style
 from .context import Context, MissingInput, Needs
 
 TITLE = "Closing braces: the LSTM against the 20-gram by distance to the open brace"
@@ -51,7 +51,6 @@ SETTINGS = {
     "resamples": 1000,  # bootstrap resamples of the braces of a bucket
     "confidence": 0.95,  # bootstrap percentile interval
 }
-ARCH_ORDER = ("lstm", "gru", "rnn", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 PAPER_CLAIM = (
     "the LSTM beats the 20-gram on '}' at every distance; the gap grows up to a distance of about 60 and stays "
     "roughly constant beyond"
@@ -158,14 +157,6 @@ def bootstrap_interval(values: np.ndarray, resamples: int, confidence: float, se
     return float(low), float(high)
 
 
-def model_label(row) -> str:
-    return f"{row['arch']} L{int(row['layers'])} H{int(row['size'])}"
-
-
-def _arch_rank(arch: str) -> int:
-    return ARCH_ORDER.index(arch) if arch in ARCH_ORDER else len(ARCH_ORDER)
-
-
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per (corpus, model, distance bucket): braces, mean p('}') of the model and the 20-gram, their
     difference with a bootstrap interval. Corpora without braces are skipped; none at all is a MissingInput."""
@@ -179,26 +170,26 @@ def compute(ctx: Context) -> pd.DataFrame:
             continue
         ngram_preds = ctx.predictions(ctx.baseline("ngram", key, NGRAM_N), split)
         at = braces.close - 1  # (K,) prediction rows of the matched '}'
-        p_ngram = ngram_preds.p_correct[at]
+        p_ngram, ngram_ce = ngram_preds.p_correct[at], float(ngram_preds.nll.mean())
+        del ngram_preds
         starts = buckets(braces.distance, s["edges"], int(s["min_braces"]))
         bucket = np.searchsorted(starts, braces.distance, side="right") - 1  # (K,)
         ends = np.append(starts[1:], braces.distance.max() + 1)
-        representatives = models.sort_values(["group_id", "seed"]).groupby("group_id").head(1)  # lowest seed
-        per_model = [(m, ctx.predictions(m, split)) for _, m in representatives.iterrows()]
-        lstms = [(float(p.nll.mean()), i) for i, (m, p) in enumerate(per_model) if m["arch"] == "lstm"]
-        everyone = [(float(p.nll.mean()), i) for i, (_, p) in enumerate(per_model)]
-        headline = min(lstms or everyone)[1]
-        for i, (model, preds) in enumerate(per_model):
-            p_model = preds.p_correct[at]  # (K,)
+        per_model = []  # (model, its cross-entropy, (K,) its p('}')): not whole Predictions, a few MB per model
+        for _, model in lowest_seeds(models).iterrows():
+            preds = ctx.predictions(model, split)
+            per_model.append((model, float(preds.nll.mean()), preds.p_correct[at]))
+        best = headline([m["arch"] for m, _, _ in per_model], [ce for _, ce, _ in per_model])
+        for i, (model, ce, p_model) in enumerate(per_model):
             diff = p_model - p_ngram
             for b, (lo, hi) in enumerate(zip(starts, ends)):
                 inside = bucket == b
                 low, high = bootstrap_interval(diff[inside], resamples, confidence, seed=b)
                 rows.append({
-                    "corpus": model["corpus"], "model": model_label(model), "arch": model["arch"],
+                    "corpus": model["corpus"], "model": short_label(model), "arch": model["arch"],
                     "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
-                    "seed": int(model["seed"]), "headline": i == headline, "model_ce": float(preds.nll.mean()),
-                    "ngram_ce": float(ngram_preds.nll.mean()), "bucket": f"{lo}-{hi - 1}", "distance_from": int(lo),
+                    "seed": int(model["seed"]), "headline": i == best, "model_ce": ce,
+                    "ngram_ce": ngram_ce, "bucket": f"{lo}-{hi - 1}", "distance_from": int(lo),
                     "distance_to": int(hi - 1), "median_distance": float(np.median(braces.distance[inside])),
                     "braces": int(inside.sum()), "p_model": float(p_model[inside].mean()),
                     "p_ngram": float(p_ngram[inside].mean()), "advantage": float(diff[inside].mean()),
@@ -208,14 +199,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                 })  # fmt: skip
     if not rows:
         raise _no_braces(skipped[0])
-    df = pd.DataFrame(rows)
-    order = df["arch"].map(_arch_rank)
-    return (
-        df.assign(_order=order)
-        .sort_values(["corpus", "_order", "budget", "model", "distance_from"], kind="stable")
-        .drop(columns="_order")
-        .reset_index(drop=True)
-    )
+    return report_order(pd.DataFrame(rows), "model", "distance_from").reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------- the numbers a reader wants

@@ -12,8 +12,9 @@ last one.
 Mean p(correct) per character c = the mean, over test positions whose true next character is c, of
 the probability the model gave it (exact, from the Predictions' target columns). Every recurrent
 configuration is compared with the same 20-gram; a configuration is represented by its lowest seed
-(seed 0; seed siblings share a `group_id`). Characters are shown visibly: ␣ space, ⏎ line feed
-(\n), CR carriage return (\r), ⇥ tab, \xNN other bytes.
+(seed 0; seed siblings share a `group_id`). Characters are shown visibly, as charlm.score.byte_label
+shows them everywhere (⏎ line feed \n, ␍ carriage return \r, ⇥ tab, \xNN bytes of UTF-8 characters), a
+space as ␣.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.score import byte_label
 from corpora.errors import run_cli
 
-from .common import analysis_main, style
+from .common import analysis_main, headline, lowest_seeds, report_order, short_label, style
 from .context import Context, Needs
 
 TITLE = "Per-character advantage of the recurrent nets over the 20-gram"
@@ -40,8 +42,6 @@ SETTINGS = {
     "top": 10,  # characters shown where each side wins most (Fig 4: 10)
     "min_count": 10,  # a character is ranked only if it occurs this often in the split (the paper ranks all)
 }
-ARCH_ORDER = ("lstm", "gru", "rnn", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
-VISIBLE = {ord(" "): "␣", ord("\n"): "⏎", ord("\r"): "CR", ord("\t"): "⇥"}
 STRUCTURAL = set(b" \n\t{}()[]")  # whitespace and brackets: the paper's characters that structure C programs
 PAPER = {
     "linux": "the LSTM's largest advantages are on characters that structure C programs: whitespace and brackets",
@@ -50,18 +50,9 @@ PAPER = {
 
 
 def visible(byte: int) -> str:
-    """A character as a reader can see it: ␣ for space, ⏎ for \\n, CR for \\r, ⇥ for tab, \\xNN for other bytes."""
-    if byte in VISIBLE:
-        return VISIBLE[byte]
-    return chr(byte) if 33 <= byte < 127 else f"\\x{byte:02x}"
-
-
-def model_label(row) -> str:
-    return f"{row['arch']} L{int(row['layers'])} H{int(row['size'])}"
-
-
-def _arch_rank(arch: str) -> int:
-    return ARCH_ORDER.index(arch) if arch in ARCH_ORDER else len(ARCH_ORDER)
+    """A character as a reader can see it: charlm.score.byte_label (⏎ \\n, ␍ \\r, ⇥ tab, \\xNN), but ␣ for a space,
+    which byte_label leaves a space and a table or a listing would lose."""
+    return "␣" if byte == ord(" ") else byte_label(byte)
 
 
 def mean_by_character(targets: np.ndarray, p_correct: np.ndarray, vocab_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -84,16 +75,14 @@ def compute(ctx: Context) -> pd.DataFrame:
         counts, ngram_mean = mean_by_character(targets, ngram_preds.p_correct, vocab.size)
         ngram_ce = float(ngram_preds.nll.mean())
         seen = np.flatnonzero(counts)
-        representatives = models.sort_values(["group_id", "seed"]).groupby("group_id").head(1)  # lowest seed
         per_model = []
-        for _, model in representatives.iterrows():
+        for _, model in lowest_seeds(models).iterrows():
             preds = ctx.predictions(model, split)
             if not np.array_equal(preds.targets, targets):
                 raise ValueError(f"{model['model_id']} and the 20-gram scored different texts")
             _, model_mean = mean_by_character(targets, preds.p_correct, vocab.size)
             per_model.append((model, float(preds.nll.mean()), model_mean))
-        lstms = [(ce, i) for i, (m, ce, _) in enumerate(per_model) if m["arch"] == "lstm"]
-        headline = min(lstms)[1] if lstms else min((ce, i) for i, (_, ce, _) in enumerate(per_model))[1]
+        best = headline([m["arch"] for m, _, _ in per_model], [ce for _, ce, _ in per_model])
         for i, (model, ce, model_mean) in enumerate(per_model):
             advantage = model_mean[seen] - ngram_mean[seen]  # (C,) over the characters seen in the split
             ranked = counts[seen] >= min_count
@@ -105,9 +94,9 @@ def compute(ctx: Context) -> pd.DataFrame:
             for j, v in enumerate(seen):
                 side = "model" if wins_rank[j] <= top else "20-gram" if loses_rank[j] <= top else "neither"
                 rows.append({
-                    "corpus": model["corpus"], "model": model_label(model), "arch": model["arch"],
+                    "corpus": model["corpus"], "model": short_label(model), "arch": model["arch"],
                     "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
-                    "seed": int(model["seed"]), "headline": i == headline, "model_ce": ce, "ngram_ce": ngram_ce,
+                    "seed": int(model["seed"]), "headline": i == best, "model_ce": ce, "ngram_ce": ngram_ce,
                     "byte": int(vocab[v]), "char": visible(int(vocab[v])), "count": int(counts[v]),
                     "p_model": float(model_mean[v]), "p_ngram": float(ngram_mean[v]),
                     "advantage": float(advantage[j]), "model_rank": wins_rank[j], "ngram_rank": loses_rank[j],
@@ -116,17 +105,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["model_rank"] = df["model_rank"].astype("Int64")
     df["ngram_rank"] = df["ngram_rank"].astype("Int64")
-    order = df["arch"].map(_arch_rank)
-    return (
-        df.assign(_order=order)
-        .sort_values(
-            ["corpus", "_order", "budget", "model", "advantage"],
-            ascending=[True, True, True, True, False],
-            kind="stable",
-        )  # fmt: skip
-        .drop(columns="_order")
-        .reset_index(drop=True)
-    )
+    return report_order(df, "model", "advantage", descending=("advantage",)).reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------- the numbers a reader wants
@@ -243,7 +222,7 @@ def notes(df: pd.DataFrame) -> list[str]:
         "The paper ranks every character of the vocabulary; here a character must occur at least `min_count` times "
         "(setting, default 10) in the test split to be ranked, so a single lucky guess on a rare digit does not top "
         "the list. Every character is in the CSV table with its count.",
-        "War and Peace ends lines with CR LF: the carriage return (CR) is the character that needs the line length; "
+        "War and Peace ends lines with CR LF: the carriage return (␍) is the character that needs the line length; "
         "the line feed after it is nearly certain for any model.",
     ]
 

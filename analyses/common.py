@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import importlib
 import json
@@ -108,6 +109,51 @@ def ordered_models(df: pd.DataFrame, archs: tuple[str, ...]) -> pd.DataFrame:
     return df.sort_values(["corpus", "order", "size"], ascending=[True, True, False], kind="stable")
 
 
+# ------------------------------------------------------------------------------------- every configuration, in order
+# What the analyses that cross every recurrent configuration with a baseline share: one architecture order, one
+# short label, one representative per configuration, one headline model, one row order.
+
+
+@functools.cache
+def arch_order() -> tuple[str, ...]:
+    """The report's architecture order: LSTM, GRU, RNN, then Levy's ablations and the rest in ARCH_LABELS's order."""
+    from charlm.model import ARCH_LABELS
+
+    first = ("lstm", "gru", "rnn")
+    return first + tuple(a for a in ARCH_LABELS if a not in first)
+
+
+def arch_rank(arch: str) -> int:
+    """Where an architecture goes in the report's order (an unknown one last)."""
+    order = arch_order()
+    return order.index(arch) if arch in order else len(order)
+
+
+def short_label(row) -> str:
+    """A configuration as the per-model tables name it: "lstm L1 H128"."""
+    return f"{row['arch']} L{int(row['layers'])} H{int(row['size'])}"
+
+
+def lowest_seeds(models: pd.DataFrame) -> pd.DataFrame:
+    """One model per configuration: the lowest seed of each group_id (seed 0 in every profile)."""
+    return models.sort_values(["group_id", "seed"]).groupby("group_id").head(1)
+
+
+def headline(archs, losses) -> int:
+    """Index of the headline model: the LSTM of lowest loss, else the model of lowest loss (ties: the first)."""
+    candidates = [i for i, arch in enumerate(archs) if arch == "lstm"] or range(len(losses))
+    return min(candidates, key=lambda i: losses[i])
+
+
+def report_order(df: pd.DataFrame, *then: str, descending: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Rows in the report's model order: corpus, architecture (arch_rank), larger budget row (else width) first, then
+    the columns `then` (ascending unless named in `descending`); a stable sort, so ties keep their order."""
+    keyed = df.assign(_rank=df["arch"].map(arch_rank), _scale=-df["budget"].fillna(df["size"]))
+    keys = ["corpus", "_rank", "_scale", *then]
+    ascending = [key not in descending for key in keys]
+    return keyed.sort_values(keys, ascending=ascending, kind="stable").drop(columns=["_rank", "_scale"])
+
+
 def needs(module: ModuleType) -> Needs:
     return getattr(module, "NEEDS", Needs())
 
@@ -178,8 +224,9 @@ def source_files(module: ModuleType) -> list[Path]:
     return sorted(seen)
 
 
+@functools.cache  # the files do not change while a report runs; several analyses key many caches by it
 def source_digest(module: ModuleType) -> str:
-    """One hash of every source file whose code can change this analysis's numbers."""
+    """One hash of every source file whose code can change this analysis's numbers (computed once per process)."""
     h = hashlib.sha256()
     for path in source_files(module):
         h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")

@@ -25,9 +25,10 @@ import seaborn as sns
 from matplotlib.patches import Circle
 from scipy.optimize import brentq
 
+from charlm.predictions import Predictions
 from corpora.errors import run_cli
 
-from .common import analysis_main, style
+from .common import analysis_main, headline, lowest_seeds, report_order, short_label, style
 from .context import Context, MissingInput, Needs
 
 TITLE = "Errors shared by the LSTM and the finite-context baselines"
@@ -41,7 +42,6 @@ SETTINGS = {
     "split": "test",  # split scored
     "threshold": 0.5,  # an error is p(correct) below this (sec 4.3: 0.5)
 }
-ARCH_ORDER = ("lstm", "gru", "rnn", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates")
 REGIONS = {  # (model errs, n-NN errs, n-gram errs) -> name; "model" is the recurrent net of the row
     (True, True, True): "all three",
     (True, False, True): "model & n-gram",
@@ -64,18 +64,15 @@ COLORS = ("#d6604d", "#1b9e77", "#2166ac")  # model, n-NN, n-gram: the same in t
 PAPER_CLAIM = "most errors are shared by all three models; each also has unique errors; the LSTM's set is smallest"
 
 
-def model_label(row) -> str:
-    return f"{row['arch']} L{int(row['layers'])} H{int(row['size'])}"
-
-
 def _command(row: pd.Series, family: str) -> str:
     tool = "charlm.nnn --n 1,2,3,4,5,6" if family == "nnn" else "charlm.ngram --n 1,2,3,4,5,6,7,8,9,20"
     splits = "" if row["corpus_splits"] == "contiguous" else f" --splits {row['corpus_splits']}"
     return f"python -m {tool} --corpus {row['corpus_source']}{splits}"
 
 
-def best_baseline(ctx: Context, family: str, corpus_key: str, split: str) -> tuple[pd.Series, float]:
-    """The baseline of `family` ("ngram" or "nnn") with the lowest test cross-entropy on a corpus, and that value."""
+def best_baseline(ctx: Context, family: str, corpus_key: str, split: str) -> tuple[pd.Series, Predictions, float]:
+    """The baseline of `family` ("ngram" or "nnn") with the lowest test cross-entropy on a corpus, its Predictions
+    and that cross-entropy (each baseline read once: the Context keeps only a few Predictions)."""
     rows = ctx.index[(ctx.index["family"] == family) & (ctx.index["corpus_key"] == corpus_key)]
     if rows.empty:
         anchor = ctx.index[ctx.index["corpus_key"] == corpus_key].iloc[0]
@@ -84,13 +81,13 @@ def best_baseline(ctx: Context, family: str, corpus_key: str, split: str) -> tup
             f"error_overlap needs {what} baselines on corpus '{anchor['corpus']}': build them with "
             f"`{_command(anchor, family)}`"
         )
-    scores = {i: float(ctx.predictions(r, split).nll.mean()) for i, r in rows.iterrows()}
-    best = min(scores, key=scores.get)
-    return rows.loc[best], scores[best]
-
-
-def _arch_rank(arch: str) -> int:
-    return ARCH_ORDER.index(arch) if arch in ARCH_ORDER else len(ARCH_ORDER)
+    best = None
+    for _, row in rows.iterrows():
+        preds = ctx.predictions(row, split)
+        ce = float(preds.nll.mean())
+        if best is None or ce < best[2]:  # the first of equal ones, in index order
+            best = (row, preds, ce)
+    return best
 
 
 def compute(ctx: Context) -> pd.DataFrame:
@@ -99,41 +96,33 @@ def compute(ctx: Context) -> pd.DataFrame:
     neural = ctx.models()
     rows = []
     for key, models in neural.groupby("corpus_key"):
-        nnn, nnn_ce = best_baseline(ctx, "nnn", key, split)
-        ngram, ngram_ce = best_baseline(ctx, "ngram", key, split)
-        nnn_err = ctx.predictions(nnn, split).p_correct < threshold  # (T,)
-        ngram_err = ctx.predictions(ngram, split).p_correct < threshold  # (T,)
-        representatives = models.sort_values(["group_id", "seed"]).groupby("group_id").head(1)  # lowest seed
+        nnn, nnn_preds, nnn_ce = best_baseline(ctx, "nnn", key, split)
+        ngram, ngram_preds, ngram_ce = best_baseline(ctx, "ngram", key, split)
+        nnn_err = nnn_preds.p_correct < threshold  # (T,)
+        ngram_err = ngram_preds.p_correct < threshold  # (T,)
+        del nnn_preds, ngram_preds  # only their error masks are needed
         per_model = []
-        for _, model in representatives.iterrows():
+        for _, model in lowest_seeds(models).iterrows():
             preds = ctx.predictions(model, split)
             model_err = preds.p_correct < threshold  # (T,)
             code = 4 * model_err + 2 * nnn_err + ngram_err  # which of the three err at each position
             counts = np.bincount(code, minlength=8)
             per_model.append((model, float(preds.nll.mean()), counts))
-        lstms = [(ce, i) for i, (m, ce, _) in enumerate(per_model) if m["arch"] == "lstm"]
-        headline = min(lstms)[1] if lstms else min((ce, i) for i, (_, ce, _) in enumerate(per_model))[1]
+        best = headline([m["arch"] for m, _, _ in per_model], [ce for _, ce, _ in per_model])
         for i, (model, ce, counts) in enumerate(per_model):
             total = int(counts.sum())
             for (m, n, g), region in REGIONS.items():
                 count = int(counts[4 * m + 2 * n + g])
                 rows.append({
-                    "corpus": model["corpus"], "model": model_label(model), "arch": model["arch"],
+                    "corpus": model["corpus"], "model": short_label(model), "arch": model["arch"],
                     "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
-                    "seed": int(model["seed"]), "headline": i == headline, "model_ce": ce,
+                    "seed": int(model["seed"]), "headline": i == best, "model_ce": ce,
                     "nnn_n": int(nnn["n"]), "nnn_ce": nnn_ce, "ngram_n": int(ngram["n"]), "ngram_ce": ngram_ce,
                     "region": region, "model_err": m, "nnn_err": n, "ngram_err": g, "count": count,
                     "positions": total, "fraction": count / total, "model_id": model["model_id"],
                     "group_id": model["group_id"],
                 })  # fmt: skip
-    df = pd.DataFrame(rows)
-    order = df["arch"].map(_arch_rank)
-    return (
-        df.assign(_order=order)
-        .sort_values(["corpus", "_order", "budget", "model"], kind="stable")
-        .drop(columns="_order")
-        .reset_index(drop=True)
-    )
+    return report_order(pd.DataFrame(rows), "model").reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------- the numbers a reader wants

@@ -30,7 +30,7 @@ from charlm.model import ARCH_LABELS
 from charlm.predictions import sample_positions
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, style
+from .common import analysis_main, report_order, style
 from .context import Context, Needs
 
 TITLE = "Model agreement and a t-SNE of models"
@@ -121,9 +121,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     frames = []
     for key in ctx.corpus_keys():
         neural = ctx.models(corpus=key, required=False)
-        rank = {arch: i for i, arch in enumerate(["lstm", "gru", "rnn", *[a for a in TYPE_LABELS if "-" in a]])}
-        neural = neural.assign(rank=neural["arch"].map(rank).fillna(len(rank)), scale=-neural["budget"].fillna(0))
-        neural = neural.sort_values(["rank", "scale", "layers", "seed"]).drop(columns=["rank", "scale"])
+        neural = report_order(neural, "layers", "seed")
         baselines = ctx.index[(ctx.index["corpus_key"] == key) & ctx.index["family"].isin(["ngram", "nnn"])]
         models = pd.concat([neural, baselines.sort_values(["family", "n"])], ignore_index=True)
         if models.empty:

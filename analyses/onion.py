@@ -31,7 +31,6 @@ import re
 import string
 import sys
 from collections import Counter
-from functools import cache
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -41,7 +40,7 @@ import seaborn as sns
 from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, source_digest, style
+from .common import analysis_main, arch_rank, report_order, source_digest, style
 from .context import Context, Needs
 
 TITLE = "Peeling the onion: error categories"
@@ -157,9 +156,9 @@ def first_oracle(text: bytes, train_counts: Counter, ngram_correct: np.ndarray, 
     return code
 
 
-def peel(p_correct: np.ndarray, first: np.ndarray, settings: dict) -> np.ndarray:
-    """(T,) category code of each error (p(correct) < threshold), -1 where the model is right."""
-    cats = categories(settings)
+def peel(p_correct: np.ndarray, first: np.ndarray, settings: dict, cats: pd.DataFrame) -> np.ndarray:
+    """(T,) category code of each error (p(correct) < threshold), -1 where the model is right; `cats` is
+    categories(settings)."""
     boost_codes = cats.index[cats["group"] == "boost"].to_numpy()
     remaining = int(cats.index[cats["group"] == "remaining"][0])
     errors = p_correct < settings["error_threshold"]
@@ -184,12 +183,6 @@ def example(text: bytes, t: int, before: int) -> str:
 # ----------------------------------------------------------------------------------------- the analysis
 
 
-@cache
-def _source() -> str:
-    """The hash of this analysis's code: arrays cached by an older version of it are never read."""
-    return source_digest(sys.modules[__name__])
-
-
 def _oracle_codes(ctx: Context, key: str, text: bytes) -> np.ndarray:
     """The model-independent part of the onion for one corpus, cached by the n-grams it read and the settings."""
     settings = ctx.settings
@@ -203,7 +196,7 @@ def _oracle_codes(ctx: Context, key: str, text: bytes) -> np.ndarray:
         return {"code": first_oracle(text, counts, correct, settings)}
 
     cache_key = {
-        "source": _source(), "corpus": key,
+        "source": source_digest(sys.modules[__name__]), "corpus": key,
         "ngrams": [f"{r['model_id']}:{r['digest']}" for r in grams],
         **{k: settings[k] for k in ("split", "ngram_n", "memory_n", "rare_max")},
     }  # fmt: skip
@@ -239,7 +232,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         roles = _roles(models)
         for _, model in models.iterrows():
             p_correct = ctx.predictions(model, split).p_correct
-            code = peel(p_correct, first, settings)
+            code = peel(p_correct, first, settings, cats)
             counts = np.bincount(code[code >= 0], minlength=len(cats))
             n_errors = int((code >= 0).sum())
             for c, cat in cats.iterrows():
@@ -292,15 +285,6 @@ def _extra(df: pd.DataFrame, corpus: str) -> pd.Series | None:
     return small.set_index("group")["removed"] - large.set_index("group")["removed"]
 
 
-def _ordered(models: pd.DataFrame) -> pd.DataFrame:
-    """LSTMs first (largest budget first), then the other types in the order of ARCH_LABELS."""
-    rank = {a: i for i, a in enumerate(["lstm", *[a for a in ARCH_LABELS if a != "lstm"]])}
-    keyed = models.assign(
-        rank=models["arch"].map(rank).fillna(len(rank)), scale=-models["budget"].fillna(models["size"])
-    )
-    return keyed.sort_values(["rank", "scale", "seed"]).drop(columns=["rank", "scale"])
-
-
 def _fmt_pct(x: float) -> str:
     return f"{100 * x:.1f} %"
 
@@ -308,11 +292,14 @@ def _fmt_pct(x: float) -> str:
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
     """Per corpus and category group: the share of errors of every model (seeds averaged), the small LSTM's extra
     errors, the paper's breakdown, and one example string of the large LSTM."""
-    rows, placement = [], {}  # placement: where a model's column goes (the order of _ordered, across corpora)
-    rank = {a: i for i, a in enumerate(["lstm", *[a for a in ARCH_LABELS if a != "lstm"]])}
+    rows, placement = [], {}  # placement: where a model's column goes (the report's order, across corpora)
     for corpus, sub in df.groupby("corpus", sort=False):
         groups = _by_group(sub)
-        groups = groups.set_index("model_id").loc[_ordered(sub.drop_duplicates("model_id"))["model_id"]].reset_index()
+        groups = (
+            groups.set_index("model_id")
+            .loc[report_order(sub.drop_duplicates("model_id"), "seed")["model_id"]]
+            .reset_index()
+        )
         configs = groups.groupby("group_id", sort=False)
         extra = _extra(df, corpus)
         large = sub[sub["role"] == "large"]
@@ -324,7 +311,7 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
                     f" ({cfg['model_id'].nunique()} seeds)" if cfg["model_id"].nunique() > 1 else ""
                 )
                 models = cfg.drop_duplicates("model_id")
-                placement.setdefault(name, (rank[cfg["arch"].iloc[0]], -cfg["budget"].fillna(cfg["size"]).iloc[0]))
+                placement.setdefault(name, (arch_rank(cfg["arch"].iloc[0]), -cfg["budget"].fillna(cfg["size"]).iloc[0]))
                 if group == "errors":
                     row[name] = f"{models['errors'].mean():,.0f}"
                 elif group == "error rate":
@@ -375,7 +362,7 @@ def plot(df: pd.DataFrame):
     )  # fmt: skip
     for ax, corpus in zip(axes[:, 0], corpora_):
         sub = df[df["corpus"] == corpus]
-        models = _ordered(sub.drop_duplicates("model_id"))
+        models = report_order(sub.drop_duplicates("model_id"), "seed")
         models["label"] = models.apply(_label, axis=1) + " s" + models["seed"].astype(str)
         models["label"] += models["role"].map({"large": " (large)", "small": " (small)"}).fillna("")
         models["label"] += (100 * models["errors"] / models["positions"]).map(lambda e: f", {e:.0f} % errors")
@@ -413,8 +400,8 @@ def plot(df: pd.DataFrame):
 
 
 def _group_shares(df: pd.DataFrame, model_id: str) -> pd.Series:
-    sub = df[df["model_id"] == model_id]
-    return sub.groupby("group", sort=False)["removed"].sum() / sub["errors"].iloc[0]
+    """A model's share of its errors per category group (the `share` of _by_group), indexed by group."""
+    return _by_group(df[df["model_id"] == model_id]).set_index("group")["share"]
 
 
 def caption(df: pd.DataFrame) -> str:

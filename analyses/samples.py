@@ -25,7 +25,7 @@ import pandas as pd
 from charlm.sample import sample
 from corpora.errors import run_cli
 
-from .common import analysis_main
+from .common import analysis_main, short_label
 from .context import Context, Needs
 
 TITLE = "Samples from every model"
@@ -58,7 +58,7 @@ def compute(ctx: Context) -> pd.DataFrame:
             text = sample(ctx.model(row), int(s["length"]), float(s["temperature"]), prime, int(s["seed"]))
             words = WORD.findall(text)  # the prime's words are not the model's
             rows.append({
-                "corpus": row["corpus"], "model": f"{row['arch']} L{int(row['layers'])} H{int(row['size'])}",
+                "corpus": row["corpus"], "model": short_label(row),
                 "group_id": row["group_id"], "arch": row["arch"], "model_seed": int(row["seed"]),
                 "model_id": row["model_id"], "temperature": float(s["temperature"]), "seed": int(s["seed"]),
                 "length": int(s["length"]), "prime": display(prime),

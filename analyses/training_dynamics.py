@@ -24,7 +24,7 @@ decomposes into the same dot products as the KL itself.
 from __future__ import annotations
 
 import sys
-from functools import cache, partial
+from functools import cached_property, partial
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -35,7 +35,7 @@ from charlm.model import ARCH_LABELS
 from charlm.predictions import FLOAT16_UNIT, sample_positions
 from corpora.errors import run_cli
 
-from .common import analysis_main, source_digest, style
+from .common import analysis_main, report_order, source_digest, style
 from .context import Context, MissingInput, Needs
 
 TITLE = "Training dynamics against n-NN and n-gram baselines"
@@ -96,12 +96,6 @@ def divergences(snapshots: list[np.ndarray], baselines: list[np.ndarray]) -> tup
     return kl, FLOAT16_UNIT * (one_way_p + one_way_q) / n_positions
 
 
-@cache
-def _source() -> str:
-    """The hash of this analysis's code: arrays cached by an older version of it are never read."""
-    return source_digest(sys.modules[__name__])
-
-
 def compute(ctx: Context) -> pd.DataFrame:
     """One row per (model, snapshot, baseline): symmetric KL and its bound, test losses and their difference."""
     frames = [frame for key in ctx.corpus_keys() for frame in _corpus_frames(ctx, key)]
@@ -115,23 +109,29 @@ def compute(ctx: Context) -> pd.DataFrame:
 
 
 class _Baselines:
-    """The n-NN and n-gram baselines of one corpus: rows, test losses, and distributions at the sample of positions."""
+    """The n-NN and n-gram baselines of one corpus: rows, and (read only when a model's result is not cached) test
+    losses and distributions at the sample of positions."""
 
     def __init__(self, ctx: Context, key: str, positions: np.ndarray):
-        self.split, self.positions = ctx.settings["split"], positions
+        self.ctx, self.split, self.positions = ctx, ctx.settings["split"], positions
         self.rows = pd.DataFrame(
             [ctx.baseline("nnn", key, n) for n in ctx.settings["nnn_n"]]
             + [ctx.baseline("ngram", key, n) for n in ctx.settings["ngram_n"]]
         )  # any missing order is a MissingInput naming the command that builds it
-        preds = [ctx.predictions(b, self.split) for _, b in self.rows.iterrows()]  # each read once
-        self.loss = np.array([p.nll.mean() for p in preds])
-        self.logps = [p.distributions(positions) for p in preds]  # (K, V) float32 each, a few MB
+
+    @cached_property
+    def measured(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(B,) test losses and B (K, V) float32 distributions at the sample (a few MB each): one read each."""
+        preds = [self.ctx.predictions(b, self.split) for _, b in self.rows.iterrows()]
+        return np.array([p.nll.mean() for p in preds]), [p.distributions(self.positions) for p in preds]
 
 
 def _measure(ctx: Context, model: pd.Series, files: list[str], baselines: _Baselines) -> dict[str, np.ndarray]:
+    """A model's snapshots against the baselines, with the baselines' losses: a cached result is all the table needs."""
     preds = [ctx.predictions(model, baselines.split, snapshot=f) for f in files]
-    kl, bound = divergences([p.distributions(baselines.positions) for p in preds], baselines.logps)
-    return {"kl": kl, "bound": bound, "loss": np.array([p.nll.mean() for p in preds])}
+    baseline_loss, baseline_logps = baselines.measured
+    kl, bound = divergences([p.distributions(baselines.positions) for p in preds], baseline_logps)
+    return {"kl": kl, "bound": bound, "loss": np.array([p.nll.mean() for p in preds]), "baseline_loss": baseline_loss}
 
 
 def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
@@ -152,7 +152,7 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
         if snaps.empty:
             continue
         cache_key = {
-            "source": _source(), "model": ctx.digest(model),
+            "source": source_digest(sys.modules[__name__]), "model": ctx.digest(model),
             "snapshots": list(snaps["sha256"]),
             "baselines": [ctx.digest(b) for _, b in baselines.rows.iterrows()], "split": split,
             "positions": int(positions.size),
@@ -168,7 +168,7 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
             "epoch": snaps["chars"].to_numpy()[s] / train_chars,
             "baseline": baselines.rows["family"].to_numpy()[b], "n": baselines.rows["n"].to_numpy()[b].astype(int),
             "sym_kl": got["kl"][s, b], "kl_bound": got["bound"][s, b], "loss": got["loss"][s],
-            "baseline_loss": baselines.loss[b], "delta_loss": baselines.loss[b] - got["loss"][s],
+            "baseline_loss": got["baseline_loss"][b], "delta_loss": got["baseline_loss"][b] - got["loss"][s],
             "positions": int(positions.size),
         })  # fmt: skip
         frame["closest"] = frame["sym_kl"] == frame.groupby(["step", "baseline"])["sym_kl"].transform("min")
@@ -187,11 +187,7 @@ def label(r) -> str:
 
 def ordered(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows in the report's model order: LSTM, GRU, RNN, then the ablations; larger budgets first; by seed."""
-    rank = {arch: i for i, arch in enumerate(["lstm", "gru", "rnn", *[a for a in ARCH_LABELS if "-" in a]])}
-    keyed = rows.assign(_rank=rows["arch"].map(rank), _scale=-rows["budget"].fillna(rows["size"]))
-    return keyed.sort_values(["corpus", "_rank", "_scale", "seed", "model_id"], kind="stable").drop(
-        columns=["_rank", "_scale"]
-    )
+    return report_order(rows, "seed", "model_id")
 
 
 def closest_orders(df: pd.DataFrame, family: str = "nnn") -> pd.DataFrame:

@@ -12,6 +12,7 @@ from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
 
 from analyses import char_advantage, common
 from analyses.context import Context, MissingInput, model_index
+from charlm.score import byte_label
 from corpora import run_cli
 
 
@@ -72,9 +73,10 @@ def test_per_character_means_ranks_and_sides(tmp_path, artifacts):
     plt.close(char_advantage.plot(again))
 
 
-def test_visible_characters():
-    assert [char_advantage.visible(b) for b in b" \n\r\t{"] == ["␣", "⏎", "CR", "⇥", "{"]
-    assert char_advantage.visible(0x80) == "\\x80" and char_advantage.visible(0x0B) == "\\x0b"
+def test_visible_characters_are_the_suites_byte_labels_with_a_visible_space():
+    assert [char_advantage.visible(b) for b in b" \n\r\t{"] == ["␣", "⏎", "␍", "⇥", "{"]
+    assert char_advantage.visible(0x80) == "\\x80" and char_advantage.visible(0x0B) == "\u240b"  # ␋
+    assert all(char_advantage.visible(b) == byte_label(b) for b in range(256) if b != ord(" "))
 
 
 def test_missing_20gram_names_the_command_and_the_cli_exits_2(tmp_path, artifacts, capsys):

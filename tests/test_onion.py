@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -79,10 +80,11 @@ def test_boosts_take_what_no_oracle_removes_and_right_answers_are_no_errors():
     boost = dict(zip(cats["category"], cats["code"]))
     p = np.array([0.30, 0.20, 0.60, 0.49, 0.0])
     first = np.array([-1, -1, -1, 3, -1])
-    code = onion.peel(p, first, settings)
+    code = onion.peel(p, first, settings, cats)
     assert list(code) == [boost["boost 0.25"], boost["boost 0.5"], -1, 3, boost["boost 0.5"]]
     short = _settings(boosts=[0.1])
-    assert onion.peel(p, first, short)[1] == onion.categories(short).set_index("category").loc["remaining", "code"]
+    short_cats = onion.categories(short)
+    assert onion.peel(p, first, short, short_cats)[1] == short_cats.set_index("category").loc["remaining", "code"]
 
 
 def _onion_models(tmp_path, orders=range(1, 10)):
@@ -101,8 +103,11 @@ def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, art
     corpus, T = _onion_models(tmp_path)
     df = onion.compute(Context(model_index(), _settings()))
     assert df["model_id"].nunique() == 3
-    per_model = df.groupby("model_id").agg(removed=("removed", "sum"), errors=("errors", "first"))
-    assert (per_model["removed"] == per_model["errors"]).all()
+    # the errors each fake model was given (p = 0.35 where it is not right), every one in exactly one category
+    t = np.arange(T)
+    given = {("lstm", 8): T, ("lstm", 16): int((t % 2 != 0).sum()), ("gru", 8): int((t % 3 != 0).sum())}
+    per_model = df.groupby(["arch", "size"]).agg(removed=("removed", "sum"), errors=("errors", "first"))
+    assert per_model["errors"].to_dict() == given and per_model["removed"].to_dict() == given
     wide = df[df["size"] == 8].query("arch == 'lstm'")
     assert wide["errors"].iloc[0] == T
     ngram = wide[wide["group"] == "n-gram"]["removed"].iloc[0]
@@ -119,8 +124,16 @@ def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, art
     table = onion.with_paper(df.assign(corpus="warpeace"))
     assert table.loc[table["category"] == "n-gram", "paper: best LSTM"].iloc[0] == "18 %"
     assert list(table.columns[:3]) == ["corpus", "category", "LSTM H16"] and table.columns[-1] == "example (large LSTM)"
-    assert "n-gram" in onion.caption(df) and "paper" in onion.summary(df)
-    onion.plot(df)
+    # the large LSTM errs on the odd positions; the 3-gram's right answers among them (t % 14 == 7) are its n-gram
+    # errors; the small LSTM errs everywhere, so it makes T - T // 2 more
+    large_share = (t % 14 == 7).sum() / given[("lstm", 16)]
+    gru_share = ((t % 7 == 0) & (t % 3 != 0)).sum() / given[("gru", 8)]
+    text = onion.caption(df)
+    assert f"errs on {given[('lstm', 16)]:,} of {T:,} test characters" in text
+    assert f": n-gram {100 * large_share:.0f} %," in text and f"makes {T - given[('lstm', 16)]:,} more errors" in text
+    assert f"other architectures' errors: GRU H8 {100 * gru_share:.0f} %" in text
+    assert f"n-gram {100 * large_share:.0f} %" in onion.summary(df)
+    plt.close(onion.plot(df))
 
 
 def test_the_small_models_extra_errors_are_counted_per_category(tmp_path, artifacts):

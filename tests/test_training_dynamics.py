@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
 
@@ -91,11 +93,19 @@ def test_a_snapshot_identical_to_an_nnn_has_kl_zero_to_it_and_the_orders_come_in
     assert step2["loss"].iloc[0] == pytest.approx(
         -nnn[2][np.arange(len(nnn[2])), corpus.split("test")[1:]].mean(), abs=1e-5
     )
-    assert "in turn" in training_dynamics.caption(df)
+    text = training_dynamics.caption(df)  # the LSTM (the reference model) was built to pass through 1, 2, 3
+    assert "are closest, one after the other, to the n-NN of n = 1, 2, 3 " in text
+    assert "The closest n-NN passes through the orders in turn (1 -> 2 -> 3)" in text
     assert "1, 2, 3" in training_dynamics.summary(df)
-    training_dynamics.plot(df)
+    plt.close(training_dynamics.plot(df))
     table = training_dynamics.with_paper(df)
     assert table.iloc[0]["closest n-NN by snapshot"] == "1, 2, 3" and table.iloc[-1]["pattern"] == "in turn"
+    # a second run finds every model's result cached: the same table, and no baseline's predictions read
+    again = Context(model_index(), common.settings(training_dynamics))
+    read, predictions_of = [], again.predictions
+    again.predictions = lambda row, *args, **kwargs: read.append(row["family"]) or predictions_of(row, *args, **kwargs)
+    pd.testing.assert_frame_equal(training_dynamics.compute(again), df)
+    assert read == []
     early = training_dynamics.compute(
         Context(model_index(), common.settings(training_dynamics, None, {"max_epochs": 300 / 4800}))
     )
