@@ -31,7 +31,7 @@ import corpora
 from corpora.errors import UserError, run_cli
 
 from . import predictions
-from .checkpoint import load_checkpoint
+from .checkpoint import file_sha256, load_checkpoint
 from .model import CharLM
 from .paths import checkpoint_predictions_path
 from .predictions import CorruptArtifact, Predictions
@@ -42,19 +42,7 @@ WARMUP = 300  # characters each stream reads before its stretch, state carried i
 # within 6e-5 nats of one stream for every architecture, lstm-srnn with its long spans included; 1,000 changed nothing)
 CHUNK = 256  # time steps per forward call
 
-_DIGESTS: dict[tuple, str] = {}
-
-
-def checkpoint_digest(path: str | Path) -> str:
-    """sha256 of a checkpoint file (memoised by path, size and modification time)."""
-    import hashlib
-
-    path = Path(path)
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return _DIGESTS[key]
+checkpoint_digest = file_sha256  # a checkpoint's sha256, memoised (charlm.checkpoint.file_sha256)
 
 
 def stream_layout(n_positions: int, streams: int | None = None, warmup: int = WARMUP):
