@@ -48,7 +48,7 @@ from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_
 
 from . import predictions
 from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .predict import load_or_remove
+from .predict import cached_predictions, say_to_stderr
 
 LN10 = math.log(10.0)
 DEFAULT_MAX_ORDER = 21  # `make setup` builds KenLM with KENLM_MAX_ORDER=21 (the paper's 20-gram baseline is a 21-gram)
@@ -453,8 +453,7 @@ def predict(
     folder = build(corpus, n, progress=progress, memory=memory, repair=repair)
     out = predictions_path(folder, split, "model")
     digest = f"{folder.name}:{_read_metrics(folder)['model_bytes']}"
-    existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
-    if existing is not None and existing.source_digest == digest and (existing.complete or not full):
+    if cached_predictions(out, digest, need_complete=full, repair=repair, say=say_to_stderr) is not None:
         return out
     try:
         model = load_model(folder)

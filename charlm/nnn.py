@@ -57,7 +57,7 @@ from . import predictions
 from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
 from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .predict import load_or_remove
+from .predict import cached_predictions, say_to_stderr
 from .train import EXIT_DIVERGED, Task, TrainConfig, TrainingDiverged, file_sha256, fit, require_positive
 
 FORMAT = 1
@@ -397,8 +397,7 @@ def predict_folder(folder: Path, corpus: corpora.Corpus, split: str = "test", re
     ids = corpus.split(split)
     out = predictions_path(folder, split)
     digest = file_sha256(folder / "checkpoint.pt")
-    existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
-    if existing is not None and existing.source_digest == digest:
+    if cached_predictions(out, digest, need_complete=False, repair=repair, say=say_to_stderr) is not None:
         return out
     model = load_nnn(folder / "checkpoint.pt")
     if model.meta.get("corpus_sha256") != corpus.sha256:

@@ -144,6 +144,10 @@ def corpus_for(model) -> corpora.Corpus:
     return corpus
 
 
+def say_to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def load_or_remove(path: Path, repair: bool, say=print) -> Predictions | None:
     """The predictions at `path`; None when absent, or when damaged and `repair` (then the file is removed)."""
     if not path.exists():
@@ -156,6 +160,15 @@ def load_or_remove(path: Path, repair: bool, say=print) -> Predictions | None:
         say(f"{err}: recomputing it")
         path.unlink(missing_ok=True)
         return None
+
+
+def cached_predictions(out: Path, digest: str, need_complete: bool, repair: bool, say=print) -> Predictions | None:
+    """The predictions at `out` when they are still good: computed from `digest`, and holding every row when
+    `need_complete`. None when they must be (re)computed; a damaged file is removed with `repair` (and said so)."""
+    existing = load_or_remove(out, repair, say)
+    if existing is None or existing.source_digest != digest or (need_complete and not existing.complete):
+        return None
+    return existing
 
 
 def predict_checkpoint(
@@ -177,8 +190,7 @@ def predict_checkpoint(
         load_checkpoint(checkpoint)  # the one clear line for a missing file or a folder
     digest = checkpoint_digest(checkpoint)
     out = out or checkpoint_predictions_path(checkpoint, split)
-    existing = load_or_remove(out, repair)
-    if existing is not None and existing.source_digest == digest and (sample or existing.complete):
+    if cached_predictions(out, digest, need_complete=not sample, repair=repair) is not None:
         return out
     model = load_checkpoint(checkpoint)
     corpus = corpus or corpus_for(model)
