@@ -259,5 +259,5 @@ def _load_ngram(folder: Path, metrics: dict) -> AnyModel:
         raise UserError(f"n-gram model {folder}: {problem} (rebuild it with `python -m charlm.ngram`)")
     vocab = _vocab(metrics.get("vocab"), metrics.get("vocab_size", len(metrics.get("vocab") or [])), folder)
     net = ngram.load_model(folder)
-    digest = f"{folder.name}:{metrics['model_bytes']}"  # as charlm.ngram.predict keys its Predictions
+    digest = ngram.source_digest(folder, metrics["model_bytes"])  # as charlm.ngram.predict keys its Predictions
     return AnyModel("ngram", net, vocab, metrics.get("model_id", folder.name), digest, folder, metrics)

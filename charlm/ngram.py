@@ -155,6 +155,11 @@ def model_folder(corpus: corpora.Corpus, n: int) -> Path:
     return artifacts_root() / corpus.artifact_name / model_id(corpus, n)
 
 
+def source_digest(folder: Path, model_bytes: int) -> str:
+    """What an n-gram's Predictions are keyed by (it has no checkpoint file to hash): its id and its binary's size."""
+    return f"{Path(folder).name}:{model_bytes}"
+
+
 def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
     return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
 
@@ -452,7 +457,7 @@ def predict(
     ids = corpus.split(split)
     folder = build(corpus, n, progress=progress, memory=memory, repair=repair)
     out = predictions_path(folder, split, "model")
-    digest = f"{folder.name}:{_read_metrics(folder)['model_bytes']}"
+    digest = source_digest(folder, _read_metrics(folder)["model_bytes"])
     if cached_predictions(out, digest, need_complete=full, repair=repair, say=say_to_stderr) is not None:
         return out
     try:
