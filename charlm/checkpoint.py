@@ -80,7 +80,11 @@ def load_payload(path: str | Path) -> dict:
 
 def load_checkpoint(path: str | Path) -> CharLM:
     """Rebuild the model of a checkpoint; `model.meta` holds vocab, corpus hash and the rest."""
-    payload = load_payload(path)
+    return model_from_payload(load_payload(path), path)
+
+
+def model_from_payload(payload: dict, path: str | Path) -> CharLM:
+    """The model of a checkpoint's loaded payload (`path` names it in errors)."""
     if payload.get("kind", "charlm") != "charlm":
         raise UserError(f"checkpoint {path} is a '{payload['kind']}' checkpoint, not a charlm one")
     try:

@@ -200,7 +200,11 @@ def _payload(model: NNN, corpus: corpora.Corpus, config: NNNConfig, model_id: st
 
 def load_nnn(path: str | Path) -> NNN:
     """Rebuild an n-NN from its checkpoint (weights_only); `model.meta` holds the rest of the payload."""
-    payload = load_payload(path)
+    return nnn_from_payload(load_payload(path), path)
+
+
+def nnn_from_payload(payload: dict, path: str | Path) -> NNN:
+    """The n-NN of a checkpoint's loaded payload (`path` names it in errors)."""
     if payload.get("kind") != "nnn":
         raise UserError(f"checkpoint {path} is not an n-NN checkpoint (kind {payload.get('kind')!r})")
     try:
