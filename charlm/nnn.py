@@ -56,8 +56,8 @@ from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_
 from . import predictions
 from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
-from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .predict import cached_predictions, say_to_stderr
+from .paths import complete_metrics, config_hash, model_dir, predictions_path
+from .predict import as_corpus, cached_predictions, say_to_stderr
 from .train import EXIT_DIVERGED, Task, TrainConfig, TrainingDiverged, file_sha256, fit, require_positive
 
 FORMAT = 1
@@ -316,12 +316,8 @@ def _train_one(
     return record
 
 
-def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
-    return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
-
-
 def model_folder(corpus: corpora.Corpus, config: NNNConfig) -> Path:
-    return artifacts_root() / corpus.artifact_name / config.model_id(corpus.key)
+    return model_dir(corpus.artifact_name, config.model_id(corpus.key))
 
 
 def train_nnn(
@@ -338,7 +334,7 @@ def train_nnn(
 
     `recipe` overrides other NNNConfig fields (batch_chars, lr, patience, eval_chars, ...).
     """
-    corpus = _load_corpus(corpus)
+    corpus = as_corpus(corpus)
     if isinstance(hidden_grid, int):
         hidden_grid = (hidden_grid,)
     config = NNNConfig(
@@ -391,7 +387,7 @@ def predict(
 
     Keyed by the chosen checkpoint's sha256; a damaged file is recomputed with `repair`, else named in a UserError.
     """
-    corpus = _load_corpus(corpus)
+    corpus = as_corpus(corpus)
     folder = train_nnn(corpus, n, progress=progress, **train_kwargs)
     return predict_folder(folder, corpus, split, repair)
 

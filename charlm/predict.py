@@ -129,6 +129,11 @@ def predict_logprobs(
     return score_split(model, ids, None, streams, warmup, progress, desc)[1]
 
 
+def as_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
+    """A Corpus as given, or the one a registered name or a text file's path names."""
+    return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
+
+
 def corpus_for(model) -> corpora.Corpus:
     """The corpus a checkpoint was trained on (from the source it records), verified by its sha256."""
     meta = model.meta
