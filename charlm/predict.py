@@ -112,8 +112,9 @@ def score_split(
         target_logp[where[scored]] = target[scored]
         row = np.where(scored, row_of[np.maximum(where, 0)], -1)
         kept = row >= 0
-        if kept.any():
-            rows[row[kept]] = (logits - lse).cpu().numpy()[kept]
+        if kept.any():  # normalise and copy only the kept rows (a snapshot keeps a sample), same row order
+            sel = torch.from_numpy(kept).to(device)
+            rows[row[kept]] = (logits[sel] - lse[sel]).cpu().numpy()
     return target_logp, rows
 
 
