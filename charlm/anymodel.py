@@ -27,7 +27,7 @@ import torch
 
 from corpora.errors import UserError
 
-from .checkpoint import load_checkpoint, load_payload
+from .checkpoint import file_sha256, load_payload, model_from_payload
 from .model import CharLM
 from .paths import artifacts_root, complete_metrics
 
@@ -242,20 +242,17 @@ def load(spec: str | Path) -> AnyModel:
                 f"{path} holds no model: a model folder has a checkpoint.pt (recurrent, n-NN) or an n-gram's "
                 f"{ngram.BINARY_NAME} with a complete metrics.json"
             )
-    from .predict import checkpoint_digest
-
-    kind = load_payload(path).get("kind", "charlm")
+    payload = load_payload(path)  # read once: its kind says which model to rebuild from it
+    kind = payload.get("kind", "charlm")
     if kind == "charlm":
-        return from_charlm(load_checkpoint(path), path, checkpoint_digest(path))
+        return from_charlm(model_from_payload(payload, path), path, file_sha256(path))
     if kind == "nnn":
-        from .nnn import load_nnn
+        from .nnn import nnn_from_payload
 
-        net = load_nnn(path)
+        net = nnn_from_payload(payload, path)
         vocab = _vocab(net.meta.get("vocab"), net.vocab_size, path)
         meta = {**net.meta, "n": net.n}
-        return AnyModel(
-            "nnn", net, vocab, net.meta.get("model_id", path.parent.name), checkpoint_digest(path), path, meta
-        )
+        return AnyModel("nnn", net, vocab, net.meta.get("model_id", path.parent.name), file_sha256(path), path, meta)
     raise UserError(f"{path} is a '{kind}' checkpoint, not a language model of the suite (charlm or n-NN)")
 
 
@@ -267,5 +264,5 @@ def _load_ngram(folder: Path, metrics: dict) -> AnyModel:
         raise UserError(f"n-gram model {folder}: {problem} (rebuild it with `python -m charlm.ngram`)")
     vocab = _vocab(metrics.get("vocab"), metrics.get("vocab_size", len(metrics.get("vocab") or [])), folder)
     net = ngram.load_model(folder)
-    digest = f"{folder.name}:{metrics['model_bytes']}"  # as charlm.ngram.predict keys its Predictions
+    digest = ngram.source_digest(folder, metrics["model_bytes"])  # as charlm.ngram.predict keys its Predictions
     return AnyModel("ngram", net, vocab, metrics.get("model_id", folder.name), digest, folder, metrics)

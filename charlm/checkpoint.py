@@ -6,6 +6,7 @@ Only tensors and plain containers are stored, so every file loads with
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import zipfile
 from pathlib import Path
@@ -20,10 +21,23 @@ from .model import CharLM, ModelConfig
 
 FORMAT = 1
 
+_DIGESTS: dict[tuple, str] = {}
 
-def save_checkpoint(path: str | Path, model: CharLM, vocab: list[int], corpus_sha256: str, **extra: Any) -> Path:
-    """Write model weights plus everything needed to rebuild and trust them."""
-    payload = {
+
+def file_sha256(path: str | Path) -> str:
+    """sha256 of a file such as a checkpoint, memoised by resolved path, size and modification time (so a
+    rewritten file is hashed again)."""
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return _DIGESTS[key]
+
+
+def checkpoint_payload(model: CharLM, vocab: list[int], corpus_sha256: str, /, **extra: Any) -> dict:
+    """What a charlm checkpoint holds: weights (on the CPU) plus everything needed to rebuild and trust them."""
+    return {
         "format": FORMAT,
         "kind": "charlm",
         "config": model.config.to_dict(),
@@ -32,7 +46,11 @@ def save_checkpoint(path: str | Path, model: CharLM, vocab: list[int], corpus_sh
         "corpus_sha256": corpus_sha256,
         **extra,
     }
-    save_payload(path, payload)
+
+
+def save_checkpoint(path: str | Path, model: CharLM, vocab: list[int], corpus_sha256: str, **extra: Any) -> Path:
+    """Write model weights plus everything needed to rebuild and trust them."""
+    save_payload(path, checkpoint_payload(model, vocab, corpus_sha256, **extra))
     return Path(path)
 
 
@@ -62,7 +80,11 @@ def load_payload(path: str | Path) -> dict:
 
 def load_checkpoint(path: str | Path) -> CharLM:
     """Rebuild the model of a checkpoint; `model.meta` holds vocab, corpus hash and the rest."""
-    payload = load_payload(path)
+    return model_from_payload(load_payload(path), path)
+
+
+def model_from_payload(payload: dict, path: str | Path) -> CharLM:
+    """The model of a checkpoint's loaded payload (`path` names it in errors)."""
     if payload.get("kind", "charlm") != "charlm":
         raise UserError(f"checkpoint {path} is a '{payload['kind']}' checkpoint, not a charlm one")
     try:

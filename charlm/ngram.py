@@ -47,8 +47,8 @@ from corpora import atomic
 from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_cli
 
 from . import predictions
-from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .predict import load_or_remove
+from .paths import complete_metrics, config_hash, model_dir, predictions_path
+from .predict import as_corpus, cached_predictions, say_to_stderr
 
 LN10 = math.log(10.0)
 DEFAULT_MAX_ORDER = 21  # `make setup` builds KenLM with KENLM_MAX_ORDER=21 (the paper's 20-gram baseline is a 21-gram)
@@ -152,11 +152,12 @@ def model_id(corpus: corpora.Corpus, n: int) -> str:
 
 
 def model_folder(corpus: corpora.Corpus, n: int) -> Path:
-    return artifacts_root() / corpus.artifact_name / model_id(corpus, n)
+    return model_dir(corpus.artifact_name, model_id(corpus, n))
 
 
-def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
-    return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
+def source_digest(folder: Path, model_bytes: int) -> str:
+    """What an n-gram's Predictions are keyed by (it has no checkpoint file to hash): its id and its binary's size."""
+    return f"{Path(folder).name}:{model_bytes}"
 
 
 def _read_metrics(folder: Path) -> dict | None:
@@ -234,7 +235,7 @@ def build(
     A damaged model is rebuilt and said so with `repair`; without it, named in one CorruptArtifact line.
     """
     order = _check_n(n)
-    corpus = _load_corpus(corpus)
+    corpus = as_corpus(corpus)
     final = model_folder(corpus, n)
     problem = damage(final)
     if problem is None:
@@ -448,13 +449,12 @@ def predict(
     `predictions.sample_positions` (what t-SNE, argmax agreement and KL read), or at every position with `full`.
     `repair`: a damaged predictions file or model is rebuilt (and said so); without it, named in a UserError.
     """
-    corpus = _load_corpus(corpus)
+    corpus = as_corpus(corpus)
     ids = corpus.split(split)
     folder = build(corpus, n, progress=progress, memory=memory, repair=repair)
     out = predictions_path(folder, split, "model")
-    digest = f"{folder.name}:{_read_metrics(folder)['model_bytes']}"
-    existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
-    if existing is not None and existing.source_digest == digest and (existing.complete or not full):
+    digest = source_digest(folder, _read_metrics(folder)["model_bytes"])
+    if cached_predictions(out, digest, need_complete=full, repair=repair, say=say_to_stderr) is not None:
         return out
     try:
         model = load_model(folder)

@@ -56,8 +56,8 @@ from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_
 from . import predictions
 from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
-from .paths import artifacts_root, complete_metrics, config_hash, predictions_path
-from .predict import load_or_remove
+from .paths import complete_metrics, config_hash, model_dir, predictions_path
+from .predict import as_corpus, cached_predictions, say_to_stderr
 from .train import EXIT_DIVERGED, Task, TrainConfig, TrainingDiverged, file_sha256, fit, require_positive
 
 FORMAT = 1
@@ -200,7 +200,11 @@ def _payload(model: NNN, corpus: corpora.Corpus, config: NNNConfig, model_id: st
 
 def load_nnn(path: str | Path) -> NNN:
     """Rebuild an n-NN from its checkpoint (weights_only); `model.meta` holds the rest of the payload."""
-    payload = load_payload(path)
+    return nnn_from_payload(load_payload(path), path)
+
+
+def nnn_from_payload(payload: dict, path: str | Path) -> NNN:
+    """The n-NN of a checkpoint's loaded payload (`path` names it in errors)."""
     if payload.get("kind") != "nnn":
         raise UserError(f"checkpoint {path} is not an n-NN checkpoint (kind {payload.get('kind')!r})")
     try:
@@ -312,12 +316,8 @@ def _train_one(
     return record
 
 
-def _load_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
-    return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
-
-
 def model_folder(corpus: corpora.Corpus, config: NNNConfig) -> Path:
-    return artifacts_root() / corpus.artifact_name / config.model_id(corpus.key)
+    return model_dir(corpus.artifact_name, config.model_id(corpus.key))
 
 
 def train_nnn(
@@ -334,7 +334,7 @@ def train_nnn(
 
     `recipe` overrides other NNNConfig fields (batch_chars, lr, patience, eval_chars, ...).
     """
-    corpus = _load_corpus(corpus)
+    corpus = as_corpus(corpus)
     if isinstance(hidden_grid, int):
         hidden_grid = (hidden_grid,)
     config = NNNConfig(
@@ -387,7 +387,7 @@ def predict(
 
     Keyed by the chosen checkpoint's sha256; a damaged file is recomputed with `repair`, else named in a UserError.
     """
-    corpus = _load_corpus(corpus)
+    corpus = as_corpus(corpus)
     folder = train_nnn(corpus, n, progress=progress, **train_kwargs)
     return predict_folder(folder, corpus, split, repair)
 
@@ -397,8 +397,7 @@ def predict_folder(folder: Path, corpus: corpora.Corpus, split: str = "test", re
     ids = corpus.split(split)
     out = predictions_path(folder, split)
     digest = file_sha256(folder / "checkpoint.pt")
-    existing = load_or_remove(out, repair, say=lambda m: print(m, file=sys.stderr, flush=True))
-    if existing is not None and existing.source_digest == digest:
+    if cached_predictions(out, digest, need_complete=False, repair=repair, say=say_to_stderr) is not None:
         return out
     model = load_nnn(folder / "checkpoint.pt")
     if model.meta.get("corpus_sha256") != corpus.sha256:

@@ -31,7 +31,7 @@ import corpora
 from corpora.errors import UserError, run_cli
 
 from . import predictions
-from .checkpoint import load_checkpoint
+from .checkpoint import file_sha256, load_checkpoint
 from .model import CharLM
 from .paths import checkpoint_predictions_path
 from .predictions import CorruptArtifact, Predictions
@@ -42,19 +42,7 @@ WARMUP = 300  # characters each stream reads before its stretch, state carried i
 # within 6e-5 nats of one stream for every architecture, lstm-srnn with its long spans included; 1,000 changed nothing)
 CHUNK = 256  # time steps per forward call
 
-_DIGESTS: dict[tuple, str] = {}
-
-
-def checkpoint_digest(path: str | Path) -> str:
-    """sha256 of a checkpoint file (memoised by path, size and modification time)."""
-    import hashlib
-
-    path = Path(path)
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return _DIGESTS[key]
+checkpoint_digest = file_sha256  # a checkpoint's sha256, memoised (charlm.checkpoint.file_sha256)
 
 
 def stream_layout(n_positions: int, streams: int | None = None, warmup: int = WARMUP):
@@ -124,8 +112,9 @@ def score_split(
         target_logp[where[scored]] = target[scored]
         row = np.where(scored, row_of[np.maximum(where, 0)], -1)
         kept = row >= 0
-        if kept.any():
-            rows[row[kept]] = (logits - lse).cpu().numpy()[kept]
+        if kept.any():  # normalise and copy only the kept rows (a snapshot keeps a sample), same row order
+            sel = torch.from_numpy(kept).to(device)
+            rows[row[kept]] = (logits[sel] - lse[sel]).cpu().numpy()
     return target_logp, rows
 
 
@@ -139,6 +128,11 @@ def predict_logprobs(
 ) -> np.ndarray:
     """(n,) ids -> (n - 1, V) float32 log-probabilities of each next id, read as parallel warmed-up streams."""
     return score_split(model, ids, None, streams, warmup, progress, desc)[1]
+
+
+def as_corpus(corpus: str | corpora.Corpus) -> corpora.Corpus:
+    """A Corpus as given, or the one a registered name or a text file's path names."""
+    return corpus if isinstance(corpus, corpora.Corpus) else corpora.load(corpus)
 
 
 def corpus_for(model) -> corpora.Corpus:
@@ -156,6 +150,10 @@ def corpus_for(model) -> corpora.Corpus:
     return corpus
 
 
+def say_to_stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 def load_or_remove(path: Path, repair: bool, say=print) -> Predictions | None:
     """The predictions at `path`; None when absent, or when damaged and `repair` (then the file is removed)."""
     if not path.exists():
@@ -168,6 +166,15 @@ def load_or_remove(path: Path, repair: bool, say=print) -> Predictions | None:
         say(f"{err}: recomputing it")
         path.unlink(missing_ok=True)
         return None
+
+
+def cached_predictions(out: Path, digest: str, need_complete: bool, repair: bool, say=print) -> Predictions | None:
+    """The predictions at `out` when they are still good: computed from `digest`, and holding every row when
+    `need_complete`. None when they must be (re)computed; a damaged file is removed with `repair` (and said so)."""
+    existing = load_or_remove(out, repair, say)
+    if existing is None or existing.source_digest != digest or (need_complete and not existing.complete):
+        return None
+    return existing
 
 
 def predict_checkpoint(
@@ -189,8 +196,7 @@ def predict_checkpoint(
         load_checkpoint(checkpoint)  # the one clear line for a missing file or a folder
     digest = checkpoint_digest(checkpoint)
     out = out or checkpoint_predictions_path(checkpoint, split)
-    existing = load_or_remove(out, repair)
-    if existing is not None and existing.source_digest == digest and (sample or existing.complete):
+    if cached_predictions(out, digest, need_complete=not sample, repair=repair) is not None:
         return out
     model = load_checkpoint(checkpoint)
     corpus = corpus or corpus_for(model)

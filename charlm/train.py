@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import sys
@@ -47,7 +46,7 @@ from corpora import atomic
 from corpora.batching import stream_windows
 from corpora.errors import UserError, add_corpus_arguments, run_cli
 
-from .checkpoint import FORMAT, load_payload, save_payload
+from .checkpoint import checkpoint_payload, file_sha256, load_payload, save_payload
 from .model import ARCHS, CharLM, ModelConfig, budget_of, count_params
 from .paths import complete_metrics, config_hash, model_dir
 
@@ -123,10 +122,6 @@ def pick_device(device: str | None = None) -> torch.device:
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError(f"device '{device}' asked for, but torch sees no CUDA device")
     return torch.device(device)
-
-
-def file_sha256(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------- the loop
@@ -425,15 +420,7 @@ class LanguageModelTask(Task):
         self.carried = [tuple(t.to(device) for t in s) for s in carried] if carried is not None else None
 
     def checkpoint(self, **extra):
-        return {
-            "format": FORMAT,
-            "kind": "charlm",
-            "config": self.model.config.to_dict(),
-            "state_dict": {k: v.cpu() for k, v in self.model.state_dict().items()},
-            "vocab": [int(b) for b in self.corpus.vocab],
-            "corpus_sha256": self.corpus.sha256,
-            **extra,
-        }
+        return checkpoint_payload(self.model, self.corpus.vocab, self.corpus.sha256, **extra)
 
     def describe(self):
         config = self.model.config

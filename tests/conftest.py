@@ -244,7 +244,7 @@ def fake_ngram_model(corpus, n: int, split: str = "test", nll=None, logp=None) -
     targets = corpus.split(split)[1:]
     rows = logp if logp is not None else logp_rows(targets, np.zeros(targets.size) if nll is None else nll,
                                                     corpus.vocab_size)  # fmt: skip
-    preds = predictions.from_logprobs(rows, targets, folder.name, f"{folder.name}:64")
+    preds = predictions.from_logprobs(rows, targets, folder.name, ngram.source_digest(folder, 64))
     predictions.save(predictions_path(folder, split, "model"), preds)
     return folder
 
