@@ -25,11 +25,11 @@ _DIGESTS: dict[tuple, str] = {}
 
 
 def file_sha256(path: str | Path) -> str:
-    """sha256 of a file such as a checkpoint, memoised by resolved path, size and modification time (so a
-    rewritten file is hashed again)."""
+    """sha256 of a file such as a checkpoint, memoised by resolved path, inode, size and modification time (so a
+    file replaced by an atomic write, or rewritten, is hashed again)."""
     path = Path(path)
     stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if key not in _DIGESTS:
         _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
     return _DIGESTS[key]
