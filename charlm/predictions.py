@@ -190,11 +190,32 @@ def save(path: str | Path, preds: Predictions) -> Path:
     return Path(path)
 
 
+_LAST_READ: dict[tuple, Predictions] = {}  # the last file read, keyed by its identity (see load)
+
+
 def load(path: str | Path) -> Predictions:
-    """Read a predictions file; a missing one is a UserError, a damaged one a CorruptArtifact naming it."""
+    """Read a predictions file; a missing one is a UserError, a damaged one a CorruptArtifact naming it.
+
+    The file read last is kept (arrays read-only), so the usual pair, a producer that validates a cached file
+    and the caller that then reads it, costs one read. Every write is an atomic rename: a new file, a new key.
+    """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"predictions {path} do not exist")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if key in _LAST_READ:
+        return _LAST_READ[key]
+    preds = _read(path)
+    for array in (preds.target_logp, preds.targets, preds.argmax, preds.logp, preds.positions):
+        if array is not None:
+            array.flags.writeable = False
+    _LAST_READ.clear()
+    _LAST_READ[key] = preds
+    return preds
+
+
+def _read(path: Path) -> Predictions:
     try:
         with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as f:
             if "format" not in f.files or int(f["format"]) != FORMAT:
