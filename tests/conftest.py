@@ -123,6 +123,13 @@ def tiny_run(tmp_path_factory, text_bytes) -> TinyRun:
 
 
 @pytest.fixture
+def artifacts(tmp_path, monkeypatch) -> Path:
+    """An empty artifacts folder of the test's own ($CHARLM_ARTIFACTS), for hand-made models."""
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    return tmp_path / "artifacts"
+
+
+@pytest.fixture
 def small_text_file(tmp_path) -> Path:
     """A ~20 KB deterministic text file (used by the pipeline and sweep tests)."""
     path = tmp_path / "small.txt"
@@ -246,6 +253,31 @@ def fake_ngram_model(corpus, n: int, split: str = "test", nll=None, logp=None) -
                                                     corpus.vocab_size)  # fmt: skip
     preds = predictions.from_logprobs(rows, targets, folder.name, ngram.source_digest(folder, 64))
     predictions.save(predictions_path(folder, split, "model"), preds)
+    return folder
+
+
+def fake_nnn_model(corpus, n: int, split: str = "test", nll=None, logp=None) -> Path:
+    """A trained-looking n-NN (its checkpoint is filler) with predictions set by the test, recorded against it."""
+    from charlm import predictions
+    from charlm.paths import artifacts_root, predictions_path
+    from charlm.train import file_sha256
+    from corpora import atomic
+
+    folder = artifacts_root() / corpus.artifact_name / f"nnn-n{n}-fake00"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "checkpoint.pt").write_bytes(b"nnn" + bytes([n]) * 61)
+    digest = file_sha256(folder / "checkpoint.pt")
+    atomic.write_json(folder / "metrics.json", {
+        "model_id": folder.name, "group_id": folder.name, "kind": "nnn", "corpus": corpus.name,
+        "corpus_source": corpus.source or corpus.name, "corpus_key": corpus.key, "corpus_sha256": corpus.sha256,
+        "corpus_splits": corpus.split_mode, "n": n, "config": {"seed": 0, "hidden_grid": [8]}, "best_hidden": 8,
+        "params": 10, "chars_trained": 100, "seconds": 1.0, "best_val_loss": 1.0, "checkpoint_sha256": digest,
+        "complete": True,
+    })  # fmt: skip
+    targets = corpus.split(split)[1:]
+    rows = logp if logp is not None else logp_rows(targets, np.zeros(targets.size) if nll is None else nll,
+                                                    corpus.vocab_size)  # fmt: skip
+    predictions.save(predictions_path(folder, split), predictions.from_logprobs(rows, targets, folder.name, digest))
     return folder
 
 

@@ -23,12 +23,6 @@ SMALL = {"windows": 8, "window": 120, "warmup": 40, "test_every": 4, "extra_wind
 COUNTER = 5  # the unit of the hand-built LSTM that counts the characters of the line
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def line_counter_lstm(corpus, **fields):
     """An LSTM whose cell COUNTER holds exactly the position in the line (c = c + 1 per character, 0 after a
     newline) and whose other cells are random: the answer the probes must find."""

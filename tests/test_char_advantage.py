@@ -16,12 +16,6 @@ from charlm.score import byte_label
 from corpora import run_cli
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def _ctx(**settings) -> Context:
     return Context(model_index(), common.settings(char_advantage, None, settings))
 

@@ -5,42 +5,13 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, logp_rows
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, fake_nnn_model
 
 from analyses import common, error_overlap
 from analyses.context import Context, MissingInput, model_index
 from corpora import run_cli
 
 WRONG, RIGHT = 2.0, 0.1  # nll of an error (p = 0.14) and of a correct guess (p = 0.90)
-
-
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
-def fake_nnn_model(corpus, n: int, nll, split: str = "test"):
-    """A trained-looking n-NN (its checkpoint is filler) whose predictions are recorded against that filler."""
-    from charlm import predictions
-    from charlm.paths import artifacts_root, predictions_path
-    from charlm.train import file_sha256
-    from corpora import atomic
-
-    folder = artifacts_root() / corpus.artifact_name / f"nnn-n{n}-fake00"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "checkpoint.pt").write_bytes(b"nnn" + bytes([n]) * 61)
-    digest = file_sha256(folder / "checkpoint.pt")
-    atomic.write_json(folder / "metrics.json", {
-        "model_id": folder.name, "group_id": folder.name, "kind": "nnn", "corpus": corpus.name,
-        "corpus_source": corpus.source or corpus.name, "corpus_key": corpus.key, "corpus_sha256": corpus.sha256,
-        "corpus_splits": corpus.split_mode, "n": n, "config": {"seed": 0}, "best_hidden": 8, "params": 10,
-        "chars_trained": 100, "seconds": 1.0, "best_val_loss": 1.0, "checkpoint_sha256": digest, "complete": True,
-    })  # fmt: skip
-    targets = corpus.split(split)[1:]
-    preds = predictions.from_logprobs(logp_rows(targets, nll, corpus.vocab_size), targets, folder.name, digest)
-    predictions.save(predictions_path(folder, split), preds)
-    return folder
 
 
 def _ctx(**settings) -> Context:
@@ -70,8 +41,8 @@ def test_venn_counts_match_hand_built_error_masks(tmp_path, artifacts):
     nll = {name: np.where(mask, WRONG, RIGHT) for name, mask in masks.items()}
     fake_neural_model(corpus, nll=nll["model"], arch="lstm")
     fake_neural_model(corpus, nll=np.full(T, WRONG), arch="gru", size=7)  # wrong everywhere
-    fake_nnn_model(corpus, 3, nll["nnn"])
-    fake_nnn_model(corpus, 1, np.full(T, 3.0))  # worse: not the best n-NN
+    fake_nnn_model(corpus, 3, nll=nll["nnn"])
+    fake_nnn_model(corpus, 1, nll=np.full(T, 3.0))  # worse: not the best n-NN
     fake_ngram_model(corpus, 5, nll=nll["ngram"])
     fake_ngram_model(corpus, 2, nll=np.full(T, 3.0))  # worse: not the best n-gram
 
@@ -110,7 +81,7 @@ def test_threshold_is_strictly_below_one_half(tmp_path, artifacts):
     T = corpus.split("test").size - 1
     p = np.where(np.arange(T) % 2 == 0, 0.49, 0.51)  # half just under 0.5 (errors), half just over
     fake_neural_model(corpus, nll=-np.log(p), arch="lstm")
-    fake_nnn_model(corpus, 1, np.full(T, RIGHT))
+    fake_nnn_model(corpus, 1, nll=np.full(T, RIGHT))
     fake_ngram_model(corpus, 1, nll=np.full(T, RIGHT))
     df = error_overlap.compute(_ctx()).set_index("region")
     assert df.loc["model only", "count"] == (T + 1) // 2
@@ -122,7 +93,7 @@ def test_one_model_per_configuration_the_lowest_seed(tmp_path, artifacts):
     T = corpus.split("test").size - 1
     fake_neural_model(corpus, nll=np.full(T, RIGHT), arch="lstm", seed=0)
     fake_neural_model(corpus, nll=np.full(T, WRONG), arch="lstm", seed=1)  # a sibling: same group, not read
-    fake_nnn_model(corpus, 1, np.full(T, WRONG))
+    fake_nnn_model(corpus, 1, nll=np.full(T, WRONG))
     fake_ngram_model(corpus, 1, nll=np.full(T, WRONG))
     df = error_overlap.compute(_ctx())
     assert set(df["seed"]) == {0} and df["model_id"].nunique() == 1
@@ -153,7 +124,7 @@ def test_missing_baselines_name_the_command_and_the_cli_exits_2(tmp_path, artifa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "n-NN" in err[0] and "charlm.nnn" in err[0]
 
-    fake_nnn_model(corpus, 1, np.full(T, WRONG))
+    fake_nnn_model(corpus, 1, nll=np.full(T, WRONG))
     (artifacts / corpus.artifact_name / next(p.name for p in (artifacts / corpus.artifact_name).iterdir()
                                               if p.name.startswith("ngram")) / "metrics.json").unlink()  # fmt: skip
     with pytest.raises(MissingInput, match="python -m charlm.ngram"):

@@ -25,12 +25,6 @@ BRACE = {"cbow": -0.2, "cbow-tanh": -0.15, "rnn": -0.05, "proto-lstm": 0.0, "gru
 
 
 @pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
-@pytest.fixture
 def stand_ins(monkeypatch):
     """Stand-ins for the ladder's vanishing_ratio and brace_advantage (with the real ones' signatures and
     defaults); records each call with the split it was asked for."""

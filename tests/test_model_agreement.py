@@ -11,12 +11,6 @@ from analyses.context import Context, model_index
 from corpora import run_cli
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def test_agreement_and_hellinger_match_their_definitions_position_by_position():
     rng = np.random.default_rng(0)
     logits = [rng.normal(size=(300, 5)) for _ in range(4)]

@@ -15,12 +15,6 @@ from analyses.context import Context, MissingInput, model_index
 from corpora import run_cli
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def _settings(**overrides) -> dict:
     return common.settings(onion, None, overrides)
 

@@ -19,12 +19,6 @@ from corpora import run_cli
 FAST = {"start": 10, "length": 300, "warmup": 10}  # a short excerpt of the small test split
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def edit_weights(model_dir, edit) -> None:
     """Change a fake model's checkpoint in place (and its recorded digest, so no cache entry survives)."""
     from charlm.checkpoint import load_payload, save_payload

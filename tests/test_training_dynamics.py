@@ -6,40 +6,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
+from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, fake_nnn_model
 
 from analyses import common, training_dynamics
 from analyses.context import Context, MissingInput, model_index
-from charlm import predictions
-from charlm.paths import predictions_path
 from charlm.predictions import kl_error_bound, symmetric_kl
-from charlm.train import file_sha256
-from corpora import atomic, run_cli
-
-
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
-def fake_nnn_model(corpus, n: int, logp: np.ndarray, split: str = "test"):
-    """A trained-looking n-NN (its checkpoint is filler) whose test predictions are `logp`."""
-    from charlm.paths import artifacts_root
-
-    folder = artifacts_root() / corpus.artifact_name / f"nnn-n{n}-fake00"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "checkpoint.pt").write_bytes(f"n-NN {n}".encode())
-    atomic.write_json(folder / "metrics.json", {
-        "model_id": folder.name, "group_id": folder.name, "kind": "nnn", "corpus": corpus.name,
-        "corpus_source": corpus.source or corpus.name, "corpus_key": corpus.key, "corpus_sha256": corpus.sha256,
-        "corpus_splits": corpus.split_mode, "n": n, "config": {"seed": 0, "hidden_grid": [8]}, "best_hidden": 8,
-        "best_val_loss": 1.0, "params": 10, "chars_trained": 100, "seconds": 1.0,
-        "checkpoint_sha256": file_sha256(folder / "checkpoint.pt"), "complete": True,
-    })  # fmt: skip
-    preds = predictions.from_logprobs(logp, corpus.split(split)[1:], folder.name, file_sha256(folder / "checkpoint.pt"))
-    predictions.save(predictions_path(folder, split), preds)
-    return folder
+from corpora import run_cli
 
 
 def _random_logp(rng, shape, scale=1.0) -> np.ndarray:
@@ -67,7 +39,7 @@ def _dynamics_corpus(tmp_path, nnn_orders=range(1, 7), snapshots=True):
     rng = np.random.default_rng(1)
     nnn = {n: _random_logp(rng, (T, V), 0.5 + n / 2) for n in nnn_orders}
     for n, logp in nnn.items():
-        fake_nnn_model(corpus, n, logp)
+        fake_nnn_model(corpus, n, logp=logp)
     for n in range(1, 10):
         fake_ngram_model(corpus, n, logp=_random_logp(rng, (T, V), 0.5 + n / 3))
     snaps = [(1, nnn[1]), (2, nnn[2]), (4, nnn[3])] if snapshots else None

@@ -23,12 +23,6 @@ from charlm.model import ARCHS, CharLM, ModelConfig
 from corpora import run_cli
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def _ctx(**settings) -> Context:
     return Context(model_index(), common.settings(vanishing, None, settings))
 

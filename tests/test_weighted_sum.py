@@ -18,12 +18,6 @@ from corpora import run_cli
 FAST = {"start": 20, "length": 300, "warmup": 20, "check_length": 100, "window": 25, "lags": 10, "sentence_length": 12}
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def _ctx(**settings) -> Context:
     return Context(model_index(), common.settings(weighted_sum, None, FAST | settings))
 
