@@ -40,10 +40,13 @@ def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
     _, models = plan(profile)
     neural = [m for m in models if m.kind == "neural"]
     assert neural and len({m.model_id for m in models}) == len(models)
+    configured = {b for g in profile.grid for b in g["budgets"]} | (
+        {profile.ablations["budget"]} if profile.ablations else set()
+    )
     for m in neural:
         c, V = m.config, m.corpus.vocab_size
-        row = m.row()["budget row"]
-        assert row != "-", (name, c)
+        row = m.row()["budget row"]  # the row read back from the model's shape alone
+        assert row != "-" and int(row) in configured, (name, c, row, configured)
         target = budget_params(int(row), V)
         gap = lambda h, c=c, V=V, t=target: abs(count_params(dataclasses.replace(c, size=h).model_config(V)) - t)
         if c.arch in ("lstm", "rnn", "gru"):
