@@ -14,7 +14,8 @@ from conftest import cli_env
 
 from analyses import common
 from charlm.model import budget_params, count_params
-from reports.pipeline import RunOptions, plan, run
+from charlm.paths import checkpoint_predictions_path
+from reports.pipeline import RunOptions, _jobs, damage, plan, run
 from reports.profiles import available, load_profile
 
 
@@ -101,6 +102,18 @@ def test_report_end_to_end_then_cached(tmp_path, monkeypatch, small_text_file, s
     second = capsys.readouterr().out
     assert re.search(r"\((\d+) cached, 0 to train\)", second)
     assert "computed" not in second
+
+    # A finished network goes back to the pool only for predictions it lacks: its checkpoint's, or its
+    # snapshots' when an analysis reads them (smoke's do not, so none were made).
+    _, models = plan(smoke_profile, options.corpora_override)
+    problems = {m.model_id: damage(m) for m in models}
+    assert _jobs(smoke_profile, models, problems, {}, 1) == []
+    neural = [m for m in models if m.kind == "neural"]
+    with_snapshots = dataclasses.replace(smoke_profile, analyses=["training_dynamics"])
+    assert len(_jobs(with_snapshots, models, problems, {}, 1)) == len(neural)
+    checkpoint_predictions_path(neural[0].directory / "checkpoint.pt", "test").unlink()
+    (job,) = _jobs(smoke_profile, models, problems, {}, 1)
+    assert job.args[0] == neural[0].config.__dict__
 
     # One setting changed (the LSTM seeds of the ablations): only the new model trains, only its analyses recompute.
     ablations = dict(smoke_profile.ablations, lstm_seeds=[0, 1, 2])
