@@ -281,7 +281,10 @@ def section(result: dict) -> Section:
     module = common.load_analysis(result["name"])
     base = {"name": result["name"], "title": module.TITLE, "question": module.QUESTION}
     if "missing" in result:
-        return Section(**base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None)
+        return Section(
+            **base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None,
+            missing=result["missing"],
+        )  # fmt: skip
     df = common.read_table(Path(result["table"]))
     paper = None
     if hasattr(module, "report_table"):

@@ -9,14 +9,16 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 from conftest import cli_env
 
 from analyses import common
 from charlm.model import budget_params, count_params
 from charlm.paths import checkpoint_predictions_path
-from reports.pipeline import RunOptions, _jobs, damage, plan, run
+from reports.pipeline import RunOptions, _jobs, damage, plan, run, section
 from reports.profiles import available, load_profile
+from reports.render import ReportContext, render_html
 
 
 def _lmplz_available() -> bool:
@@ -52,6 +54,18 @@ def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
         gap = lambda h, c=c, V=V, t=target: abs(count_params(dataclasses.replace(c, size=h).model_config(V)) - t)
         if c.arch in ("lstm", "rnn", "gru"):
             assert gap(c.size) <= min(gap(c.size - 1), gap(c.size + 1)), (name, c)
+
+
+def test_the_findings_say_not_computed_only_for_an_analysis_whose_inputs_were_missing(tmp_path):
+    """Said from the section's missing-input state, not guessed from a missing figure: samples draws none."""
+    missing = section({"name": "ablations", "missing": "no LSTM seeds: train them with `make report`"})
+    assert missing.missing and missing.figure is None
+    computed = dataclasses.replace(missing, name="samples", title="Samples", caption="Drawn.", missing="")
+    sections = [missing, computed]
+    ctx = ReportContext("smoke", "", [], pd.DataFrame(), 0.0, sections, {}, "", {}, "2026-01-01T00:00:00")
+    findings = render_html(ctx, tmp_path).read_text().split('id="findings"')[1].split("</ol>")[0]
+    assert re.search(r'href="#ablations">[^<]*</a>: not computed', findings)
+    assert re.search(r'href="#samples">[^<]*</a></li>', findings)
 
 
 def test_unknown_profile_and_unknown_settings_are_user_errors(tmp_path):
