@@ -2,7 +2,8 @@
 
 Both families answer through the Predictions contract, so their test cross-entropy is
 computed exactly as for the recurrent nets (nats/char, bootstrap std of 100 resamples).
-`python -m analyses.ngram --corpus warpeace --n 1,2,3` builds whatever is missing first.
+`python -m analyses.ngram --corpus warpeace --n 1,2,3` builds whatever is missing first. It needs no particular
+order (no NEEDS): it reports the baselines the profile builds ([baselines] ngram_n, nnn_n).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from charlm.predictions import LN2
 from corpora.errors import UserError, parse_int_list, run_cli
 
 from .common import analysis_main, style
-from .context import Context, MissingInput, Needs
+from .context import Context, MissingInput
 
 TITLE = "n-gram and n-NN baselines"
 QUESTION = "How well can a model that sees only the last n characters do, and where does it saturate?"
@@ -33,7 +34,6 @@ _PAPER = {
     ("linux", "nnn"): [2.707, 1.974, 1.505, 1.395, 1.256, 1.376],
 }
 FAMILIES = ("ngram", "nnn")
-NEEDS = Needs()  # it reports the baselines the profile builds ([baselines] ngram_n, nnn_n)
 SETTINGS = {
     "split": "test",  # split scored
     "resamples": 100,  # bootstrap resamples of positions (Table 2: 100)
@@ -68,12 +68,11 @@ def compute(ctx: Context) -> pd.DataFrame:
         raise MissingInput("no n-gram or n-NN baselines: build them with `python -m analyses.ngram --corpus NAME`")
     for _, row in baselines.iterrows():
         mean, std = ctx.predictions(row, split).cross_entropy(resamples)
-        metrics = json.loads((Path(row["dir"]) / "metrics.json").read_text())
         rows.append({
             "corpus": row["corpus"], "family": row["family"], "n": int(row["n"]), "split": split,
             "splits": row["corpus_splits"],
-            "ce_nats": mean, "ce_bits": mean / LN2, "ce_std": std, "hidden": metrics.get("best_hidden"),
-            "chars_trained": metrics.get("chars_trained"), "disk_bytes": _disk_bytes(Path(row["dir"])),
+            "ce_nats": mean, "ce_bits": mean / LN2, "ce_std": std, "hidden": row["size"],
+            "chars_trained": row["chars_trained"], "disk_bytes": _disk_bytes(Path(row["dir"])),
             "build_seconds": row["seconds"], "model_id": row["model_id"],
         })  # fmt: skip
     cols = ["corpus", "family", "n", "split", "splits", "ce_nats", "ce_bits", "ce_std", "hidden", "chars_trained",

@@ -29,8 +29,8 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, MissingInput, model_index
-from charlm.model import count_params, matched_size
-from charlm.paths import artifacts_root, complete_metrics, config_hash, model_dir
+from charlm.model import budget_of, count_params, matched_size
+from charlm.paths import artifacts_root, checkpoint_predictions_path, complete_metrics, config_hash, model_dir
 from charlm.sweep import executor, run_jobs
 from charlm.train import TrainConfig, file_sha256
 from corpora import atomic
@@ -71,8 +71,6 @@ class Planned:
         if c is not None:
             shape = {"arch": c.arch, "layers": c.layers, "width": c.size, "dropout": c.dropout, "seed": c.seed}
             params = count_params(c.model_config(self.corpus.vocab_size))
-            from charlm.model import budget_of
-
             budget = budget_of(c.arch, c.size, c.layers, self.corpus.vocab_size)
             budget_text = str(budget) if budget else "-"
             chars = c.max_chars
@@ -207,19 +205,17 @@ def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: boo
     """Train one model (or resume it) and write its test predictions (and its snapshots', when analyses read
     them); returns its artifact folder."""
     _worker_env(env, threads)
-    import json as json_
-
     from charlm.predict import predict_checkpoint
     from charlm.train import train
 
     corpus = corpora.load(config["corpus"], split_mode=splits)
     started = time.perf_counter()
     out = train(TrainConfig(**config), corpus=corpus, threads=threads, progress=False)  # one line each, below
+    metrics = json.loads((out / "metrics.json").read_text())
     predict_checkpoint(out / "checkpoint.pt", "test", progress=False, corpus=corpus)
     if snapshots:
-        for snap in json_.loads((out / "metrics.json").read_text()).get("snapshots", []):
+        for snap in metrics.get("snapshots", []):
             predict_checkpoint(out / snap["file"], "test", sample=True, progress=False, corpus=corpus)
-    metrics = json_.loads((out / "metrics.json").read_text())
     say(f"{out.name}: val {metrics['best_val_loss']:.3f} nats/char after {metrics['chars_trained']:,} chars "
         f"(training {metrics['seconds']:.0f} s, this job {time.perf_counter() - started:.0f} s)")  # fmt: skip
     return str(out)
@@ -285,7 +281,10 @@ def section(result: dict) -> Section:
     module = common.load_analysis(result["name"])
     base = {"name": result["name"], "title": module.TITLE, "question": module.QUESTION}
     if "missing" in result:
-        return Section(**base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None)
+        return Section(
+            **base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None,
+            missing=result["missing"],
+        )  # fmt: skip
     df = common.read_table(Path(result["table"]))
     paper = None
     if hasattr(module, "report_table"):
@@ -340,16 +339,28 @@ def _git_revision() -> str:
         return "unknown (not a git checkout)"
 
 
-def _jobs(profile: Profile, models: list[Planned], env: dict, threads: int) -> list:
-    """Worker jobs for every model still to compute, damaged ones removed first; longest first."""
+def predictions_missing(planned: Planned, snapshots: bool) -> bool:
+    """Whether a complete neural model lacks the test predictions of its checkpoint (or, when analyses read
+    snapshots, of one of its snapshots). Whether those present are current is checked when they are read."""
+    checkpoints = [planned.directory / "checkpoint.pt"]
+    if snapshots:
+        metrics = json.loads((planned.directory / "metrics.json").read_text())
+        checkpoints += [planned.directory / snap["file"] for snap in metrics.get("snapshots") or []]
+    return any(not checkpoint_predictions_path(c, "test").is_file() for c in checkpoints)
+
+
+def _jobs(profile: Profile, models: list[Planned], problems: dict[str, str | None], env: dict, threads: int) -> list:
+    """Worker jobs for every model still to compute (`problems`: damage() of each), damaged ones removed first;
+    longest first. A complete network whose predictions are missing is sent too: the analyses would compute them
+    on read, one at a time, where the pool computes them in parallel."""
     snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
     neural, ngrams, nnns = [], [], []
     for m in models:
-        problem = damage(m)
+        problem = problems[m.model_id]
         if problem is None:
-            if m.kind == "neural" and snapshots:
+            if m.kind == "neural" and predictions_missing(m, snapshots):
                 neural.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
-            continue  # complete (predictions are checked, and made if missing, when read)
+            continue  # complete (n-gram and n-NN predictions are checked, and made if missing, when read)
         if problem != "not built":
             say(f"{m.model_id}: {problem}: recomputing it")
             shutil.rmtree(m.directory, ignore_errors=True)
@@ -379,9 +390,10 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
-    done_before = {m.model_id for m in models if damage(m) is None}
+    problems = {m.model_id: damage(m) for m in models}  # each checkpoint hashed once per run
+    done_before = {mid for mid, problem in problems.items() if problem is None}
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
-    jobs = _jobs(profile, models, env, threads)
+    jobs = _jobs(profile, models, problems, env, threads)
     neural = [m for m in models if m.kind == "neural"]
     say(
         f"plan: {len(neural)} neural models ({sum(m.model_id in done_before for m in neural)} cached, "
@@ -395,7 +407,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
             c = m.config
             say(f"  will train {c.arch} L{c.layers} H{c.size} dropout {c.dropout:g} seed {c.seed} on {m.corpus.name}")
     phase_seconds = {}
-    with executor(options.scheduler, workers) as pool:
+    with executor(scheduler, workers) as pool:
         t0 = time.perf_counter()
         if jobs:
             run_jobs(pool, jobs, desc="train and score")

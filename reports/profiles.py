@@ -33,7 +33,7 @@ nnn_batch_chars = 1_000
 workers = 2             # local worker processes (one torch thread each when workers = cores)
 
 [analysis.saturation]   # settings of one analysis (see `python -m analyses.saturation --help`)
-excerpt_chars = 5000
+length = 5000           # excerpt length in characters (analyses/saturation.py SETTINGS)
 """
 
 from __future__ import annotations

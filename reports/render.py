@@ -56,6 +56,7 @@ class Section:
     notes: list[str] = field(default_factory=list)
     summary: str = ""  # one line for the report's findings: the key number, ours beside the paper's
     html: str = ""  # an interactive fragment the analysis escaped itself (report_html: the activation viewer)
+    missing: str = ""  # why the analysis was not computed (its MissingInput sentence); empty when it was
 
     def __post_init__(self) -> None:
         if not _ANCHOR.fullmatch(self.name) or self.name in RESERVED_ANCHORS:

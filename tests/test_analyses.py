@@ -46,6 +46,24 @@ def test_cross_entropy_is_the_mean_nll_of_the_true_characters(tmp_path, artifact
     assert by_arch.loc["gru", "ce_std"] == pytest.approx(0.5 / np.sqrt(T), rel=0.25)
 
 
+def test_standing_beats_the_ngrams_up_to_the_first_order_the_model_loses_to(tmp_path, artifacts):
+    """n-grams at 2.0, 1.5, 1.0, 1.4, 1.6 nats for n = 1..5 (CE rising again past n = 3, as War and Peace's does past
+    7): a model at 1.2 beats n = 1, 2 but not 3, so it beats the n-grams up to 2, though it also beats n = 4 and 5."""
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    for n, nll in zip(range(1, 6), (2.0, 1.5, 1.0, 1.4, 1.6), strict=True):
+        fake_ngram_model(corpus, n, nll=np.full(T, nll))
+    fake_neural_model(corpus, nll=np.full(T, 1.2), arch="lstm")
+    fake_neural_model(corpus, nll=np.full(T, 0.9), arch="gru", size=7)
+    fake_neural_model(corpus, nll=np.full(T, 2.5), arch="rnn", size=9)
+    standing = _ctx(cross_entropy).standing().set_index("arch")
+    assert standing.loc["lstm", "ce_nats"] == pytest.approx(1.2, abs=1e-6)
+    assert standing.loc["lstm", "beats_ngram_up_to_n"] == 2
+    assert standing.loc["gru", "beats_ngram_up_to_n"] == 5  # beats every order
+    assert standing.loc["rnn", "beats_ngram_up_to_n"] == 0  # not even the unigram
+    assert (standing["ngram_orders"] == 5).all()
+
+
 def test_ablation_gaps_are_measured_in_the_lstms_seed_std(tmp_path, artifacts):
     """LSTM seeds at 2.0, 2.2, 2.4 nats: mean 2.2, std 0.2; an ablation at 2.5 is +0.3 nats = +1.5 std."""
     corpus = fake_corpus_file(tmp_path)

@@ -9,13 +9,16 @@ import shutil
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 from conftest import cli_env
 
 from analyses import common
 from charlm.model import budget_params, count_params
-from reports.pipeline import RunOptions, plan, run
+from charlm.paths import checkpoint_predictions_path
+from reports.pipeline import RunOptions, _jobs, damage, plan, run, section
 from reports.profiles import available, load_profile
+from reports.render import ReportContext, render_html
 
 
 def _lmplz_available() -> bool:
@@ -40,14 +43,29 @@ def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
     _, models = plan(profile)
     neural = [m for m in models if m.kind == "neural"]
     assert neural and len({m.model_id for m in models}) == len(models)
+    configured = {b for g in profile.grid for b in g["budgets"]} | (
+        {profile.ablations["budget"]} if profile.ablations else set()
+    )
     for m in neural:
         c, V = m.config, m.corpus.vocab_size
-        row = m.row()["budget row"]
-        assert row != "-", (name, c)
+        row = m.row()["budget row"]  # the row read back from the model's shape alone
+        assert row != "-" and int(row) in configured, (name, c, row, configured)
         target = budget_params(int(row), V)
         gap = lambda h, c=c, V=V, t=target: abs(count_params(dataclasses.replace(c, size=h).model_config(V)) - t)
         if c.arch in ("lstm", "rnn", "gru"):
             assert gap(c.size) <= min(gap(c.size - 1), gap(c.size + 1)), (name, c)
+
+
+def test_the_findings_say_not_computed_only_for_an_analysis_whose_inputs_were_missing(tmp_path):
+    """Said from the section's missing-input state, not guessed from a missing figure: samples draws none."""
+    missing = section({"name": "ablations", "missing": "no LSTM seeds: train them with `make report`"})
+    assert missing.missing and missing.figure is None
+    computed = dataclasses.replace(missing, name="samples", title="Samples", caption="Drawn.", missing="")
+    sections = [missing, computed]
+    ctx = ReportContext("smoke", "", [], pd.DataFrame(), 0.0, sections, {}, "", {}, "2026-01-01T00:00:00")
+    findings = render_html(ctx, tmp_path).read_text().split('id="findings"')[1].split("</ol>")[0]
+    assert re.search(r'href="#ablations">[^<]*</a>: not computed', findings)
+    assert re.search(r'href="#samples">[^<]*</a></li>', findings)
 
 
 def test_unknown_profile_and_unknown_settings_are_user_errors(tmp_path):
@@ -98,6 +116,18 @@ def test_report_end_to_end_then_cached(tmp_path, monkeypatch, small_text_file, s
     second = capsys.readouterr().out
     assert re.search(r"\((\d+) cached, 0 to train\)", second)
     assert "computed" not in second
+
+    # A finished network goes back to the pool only for predictions it lacks: its checkpoint's, or its
+    # snapshots' when an analysis reads them (smoke's do not, so none were made).
+    _, models = plan(smoke_profile, options.corpora_override)
+    problems = {m.model_id: damage(m) for m in models}
+    assert _jobs(smoke_profile, models, problems, {}, 1) == []
+    neural = [m for m in models if m.kind == "neural"]
+    with_snapshots = dataclasses.replace(smoke_profile, analyses=["training_dynamics"])
+    assert len(_jobs(with_snapshots, models, problems, {}, 1)) == len(neural)
+    checkpoint_predictions_path(neural[0].directory / "checkpoint.pt", "test").unlink()
+    (job,) = _jobs(smoke_profile, models, problems, {}, 1)
+    assert job.args[0] == neural[0].config.__dict__
 
     # One setting changed (the LSTM seeds of the ablations): only the new model trains, only its analyses recompute.
     ablations = dict(smoke_profile.ablations, lstm_seeds=[0, 1, 2])

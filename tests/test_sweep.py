@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from charlm.checkpoint import load_payload
-from charlm.paths import predictions_path
+from charlm.paths import checkpoint_predictions_path
 from charlm.predictions import load as load_predictions
 from charlm.sweep import executor, run_jobs
 from charlm.train import TrainConfig
@@ -42,9 +42,11 @@ def _artifacts(dirs):
         state = load_payload(d / "checkpoint.pt")["state_dict"]
         metrics = json.loads((d / "metrics.json").read_text())
         snapshots = [
-            load_predictions(predictions_path(d, "test", s["file"][10:-3])).target_logp for s in metrics["snapshots"]
+            load_predictions(checkpoint_predictions_path(d / s["file"], "test")).target_logp
+            for s in metrics["snapshots"]
         ]
-        out[d.name] = (state, metrics["epochs"], load_predictions(predictions_path(d, "test")).logp, snapshots)
+        final = load_predictions(checkpoint_predictions_path(d / "checkpoint.pt", "test")).logp
+        out[d.name] = (state, metrics["epochs"], final, snapshots)
     return out
 
 
