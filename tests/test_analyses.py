@@ -17,12 +17,6 @@ from corpora import run_cli
 from corpora.errors import UserError
 
 
-@pytest.fixture
-def artifacts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    return tmp_path / "artifacts"
-
-
 def _ctx(settings_of, index=None, **settings) -> Context:
     return Context(model_index() if index is None else index, common.settings(settings_of, None, settings))
 
