@@ -2,7 +2,9 @@
 
 Uniform init in [-0.08, 0.08]; RMSProp (lr 2e-3, alpha 0.95); batch 100 x unroll 100 with
 truncated BPTT (state carried across batches); 50 epochs; lr x0.95 per epoch after epoch 10;
-gradient-norm clipping; early stopping on validation loss; dropout as an option.
+gradient-norm clipping; early stopping on validation loss; dropout as an option. Optionally
+(`converge_delta`) a run also stops once it has converged: its best validation loss improved by less
+than `converge_delta` nats per epoch over the last `converge_window` epochs.
 
 One loop, `fit`, trains every model of the suite: the recurrent language models here, the n-NN
 baseline (nnn.py) and the pooling classifiers. Each supplies a `Task`: the loss of one minibatch,
@@ -72,6 +74,8 @@ class TrainConfig:
     decay_after: int = 10  # epochs at the base learning rate
     grad_clip: float = 5.0  # max global gradient norm
     patience: int = 5  # early stopping: epochs without validation improvement
+    converge_delta: float = 0.0  # converged: stop once validation gains < this (nats/epoch) over converge_window
+    converge_window: int = 3  # epochs the convergence test averages over
     eval_chars: int | None = None  # validate on the first eval_chars of the val split (None: all of it)
     snapshots: int = 12  # log-spaced model snapshots over the first snapshot_epochs
     snapshot_epochs: float = 3.0  # horizon of the snapshots (Karpathy et al. Fig 5: first 3 epochs)
@@ -96,7 +100,9 @@ class TrainConfig:
 
     def validate(self) -> None:
         ModelConfig(self.arch, 2, self.layers, self.size, self.dropout)  # raises UserError on bad arch/sizes
-        require_positive(self, "epochs", "batch_size", "unroll", "snapshots", "patience", "lr")
+        require_positive(self, "epochs", "batch_size", "unroll", "snapshots", "patience", "lr", "converge_window")
+        if self.converge_delta < 0:
+            raise UserError(f"converge_delta must be 0 (off) or positive, got {self.converge_delta}")
 
 
 def require_positive(config, *names: str) -> None:
@@ -160,6 +166,18 @@ class Task:
     def describe(self) -> dict:
         """What metrics.json records about the model (config, parameter count)."""
         return {"params": sum(p.numel() for p in self.model.parameters())}
+
+
+def converged(val_losses: list[float], delta: float, window: int) -> bool:
+    """Whether the best validation loss improved by less than `delta` nats per epoch over the last `window` epochs.
+
+    `val_losses` holds one validation loss per finished epoch. Off (False) when delta is 0 or fewer than
+    window + 1 epochs are done.
+    """
+    if delta <= 0 or len(val_losses) <= window:
+        return False
+    before, now = min(val_losses[:-window]), min(val_losses)
+    return (before - now) / window < delta
 
 
 def snapshot_steps(config, steps_per_epoch: int, total_steps: int) -> list[int]:
@@ -345,6 +363,11 @@ def fit(
                 if progress_state["bad_epochs"] >= config.patience:
                     stopped = "early_stopping"
                     break
+                full_epochs = [e["val_loss"] for e in progress_state["epochs"] if e["step"] % steps_per_epoch == 0]
+                delta, window = getattr(config, "converge_delta", 0.0), getattr(config, "converge_window", 3)
+                if end_of_epoch and step < total_steps and converged(full_epochs, delta, window):
+                    stopped = "converged"
+                    break
             now = time.perf_counter()
             if end_of_epoch or now - last_save >= checkpoint_every_s:
                 progress_state["seconds"] += now - started
@@ -519,6 +542,19 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults["patience"],
         help="early-stopping patience in epochs (default %(default)s)",
+    )
+    parser.add_argument(
+        "--converge-delta",
+        type=float,
+        default=defaults["converge_delta"],
+        help="stop once validation improves by less than this many nats per epoch over the last "
+        "--converge-window epochs (default %(default)s: off)",
+    )
+    parser.add_argument(
+        "--converge-window",
+        type=int,
+        default=defaults["converge_window"],
+        help="epochs the convergence test averages over (default %(default)s)",
     )
     parser.add_argument(
         "--no-fused", action="store_true", help="train with the hand-written cells even where a fused kernel exists"

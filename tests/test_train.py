@@ -344,6 +344,27 @@ def test_early_stopping_keeps_the_best_checkpoint_not_the_last(tmp_path, text_by
     assert not all(torch.equal(saved[k], weights_at[4][k]) for k in saved)  # not the last
 
 
+def test_convergence_stops_once_validation_gains_less_than_delta_per_epoch(tmp_path, text_bytes, monkeypatch):
+    """Scripted validation gains of 0.5, 0.1, 0.01, 0.005 per epoch: with delta 0.02 over a window of 2 epochs the
+    run stops after epoch 5 (gains 0.01 + 0.005 over 2 epochs: 0.0075 per epoch), not at epoch 4 (0.055)."""
+    corpus = Corpus.from_bytes("t", text_bytes)
+    config = _tiny_config(tmp_path / "t.txt", epochs=10, patience=5, converge_delta=0.02, converge_window=2)
+    scripted = iter([3.0, 2.5, 2.4, 2.39, 2.385, 2.38, 2.3])
+    monkeypatch.setattr(train_module.LanguageModelTask, "validate", lambda self: next(scripted))
+    out = train(config, tmp_path / "run", corpus=corpus, progress=False)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["stopped"] == "converged" and len(metrics["epochs"]) == 5
+    assert metrics["best_val_loss"] == 2.385
+
+
+def test_converged_rule():
+    assert not train_module.converged([3.0, 2.0, 1.9], 0.01, 3)  # too few epochs to judge
+    assert train_module.converged([3.0, 2.0, 1.999, 1.998, 1.997], 0.01, 3)  # 0.001 per epoch
+    assert not train_module.converged([3.0, 2.0, 1.9, 1.8, 1.7], 0.01, 3)  # 0.1 per epoch
+    assert train_module.converged([3.0, 2.0, 2.1, 2.2, 2.3], 0.01, 3)  # worse: no gain at all
+    assert not train_module.converged([3.0, 2.0, 1.0], 0.0, 1)  # delta 0: off
+
+
 def test_gradient_clipping_bounds_every_update(tmp_path, text_bytes, monkeypatch):
     """With clip c, the global norm of the gradient the optimiser sees never exceeds c (and is reached)."""
     corpus = Corpus.from_bytes("t", text_bytes)
