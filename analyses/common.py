@@ -318,13 +318,23 @@ def index_for_args(args) -> pd.DataFrame:
     elif args.splits:
         index = index[index["corpus_splits"] == args.splits]
     if args.profile:
-        from reports.pipeline import planned_model_ids  # the report's plan is the one list of a profile's models
-        from reports.profiles import load_profile
+        from charlm.plan import load_profile, planned_model_ids  # the one list of a profile's models
 
-        ids = planned_model_ids(load_profile(args.profile), args.corpus)
+        profile = load_profile(args.profile)
+        ids = planned_model_ids(profile, args.corpus, orders_read(profile.analyses))
         index = index[index["model_id"].isin(ids)]
     one_recipe_per_corpus(index, "choose with --profile, or --corpus and --splits")
     return index.reset_index(drop=True)
+
+
+def orders_read(names: list[str]) -> tuple[set[int], set[int]]:
+    """The KenLM and n-NN orders the named analyses read (their NEEDS), which a profile builds besides its own."""
+    ngram_n, nnn_n = set(), set()
+    for name in names:
+        need = needs(load_analysis(name))
+        ngram_n.update(need.ngram_n)
+        nnn_n.update(need.nnn_n)
+    return ngram_n, nnn_n
 
 
 def run_module(module: ModuleType, ctx: Context) -> pd.DataFrame:

@@ -6,10 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from charlm.plan import available, load_profile
 from corpora.errors import run_cli
 
 from .pipeline import BUILD_ROOT, RunOptions, run
-from .profiles import available, load_profile
 
 
 def main(argv=None) -> int:

@@ -20,7 +20,7 @@ import platform
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -29,13 +29,11 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, MissingInput, model_index
-from charlm.model import budget_of, count_params, matched_size
-from charlm.paths import artifacts_root, checkpoint_predictions_path, complete_metrics, config_hash, model_dir
+from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
+from charlm.plan import Planned, Profile, damage, plan
 from charlm.sweep import executor, run_jobs
-from charlm.train import TrainConfig, file_sha256
 from corpora import atomic
 
-from .profiles import Profile
 from .render import ReportContext, Section, render
 
 BUILD_ROOT = Path("reports/build")
@@ -50,127 +48,6 @@ def say(message: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ the plan
-
-
-@dataclass
-class Planned:
-    """One model a profile needs: a recurrent net (with its TrainConfig) or a baseline of order n."""
-
-    kind: str  # neural | ngram | nnn
-    corpus_arg: str  # what the worker loads: a registry name or a file path
-    corpus: corpora.Corpus
-    model_id: str
-    directory: Path
-    config: TrainConfig | None = None
-    n: int | None = None
-    options: dict = field(default_factory=dict)  # n-NN training options
-
-    def row(self) -> dict:
-        """One line of `--plan`."""
-        c = self.config
-        if c is not None:
-            shape = {"arch": c.arch, "layers": c.layers, "width": c.size, "dropout": c.dropout, "seed": c.seed}
-            params = count_params(c.model_config(self.corpus.vocab_size))
-            budget = budget_of(c.arch, c.size, c.layers, self.corpus.vocab_size)
-            budget_text = str(budget) if budget else "-"
-            chars = c.max_chars
-        else:
-            shape = {"arch": f"{self.kind} n={self.n}", "layers": None, "width": None, "dropout": None, "seed": None}
-            params, budget_text, chars = None, "-", self.options.get("max_chars")
-        return {"corpus": self.corpus.name, "kind": self.kind, **shape, "params": params, "budget row": budget_text,
-                "train chars": chars, "cached": damage(self) is None}  # fmt: skip
-
-
-def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
-    """The type x layers x budget grid (every model sized to its row, Karpathy sec 4.1), then Levy's ablations at
-    the width of the LSTM of their budget and depth, the LSTM over seeds; each at every dropout of the grid."""
-    V, configs = corpus.vocab_size, []
-    train = {k: v for k, v in profile.train.items() if k != "dropout"}
-    for dropout in profile.dropouts:
-        for grid in profile.grid:
-            if "corpora" in grid and corpus.name not in grid["corpora"] and corpus_arg not in grid["corpora"]:
-                continue
-            for arch in grid["types"]:
-                for layers in grid["layers"]:
-                    for budget in grid["budgets"]:
-                        width = matched_size(arch, budget, V, layers)
-                        configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
-        abl = profile.ablations
-        if abl:
-            width = matched_size("lstm", abl["budget"], V, abl["layers"])
-            for seed in abl.get("lstm_seeds", [0]):
-                configs.append(TrainConfig(corpus_arg, "lstm", abl["layers"], width, dropout, seed, **train))
-            for arch in abl["archs"]:
-                configs.append(TrainConfig(corpus_arg, arch, abl["layers"], width, dropout, 0, **train))
-    unique = {c.model_id(corpus.key): c for c in configs}
-    return list(unique.values())
-
-
-def baseline_orders(profile: Profile) -> tuple[list[int], list[int]]:
-    """KenLM and n-NN orders: the profile's, plus every order an analysis of the profile reads."""
-    ngram_n, nnn_n = set(profile.baselines.get("ngram_n", [])), set(profile.baselines.get("nnn_n", []))
-    for name in profile.analyses:
-        need = common.needs(common.load_analysis(name))
-        ngram_n.update(need.ngram_n)
-        nnn_n.update(need.nnn_n)
-    return sorted(ngram_n, reverse=True), sorted(nnn_n)
-
-
-def nnn_options(profile: Profile) -> dict:
-    base = profile.baselines
-    names = {
-        "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
-        "nnn_targets": "targets",
-    }  # fmt: skip
-    options = {option: base[key] for key, option in names.items() if key in base}
-    if "hidden_grid" in options:
-        options["hidden_grid"] = tuple(options["hidden_grid"])
-    return options
-
-
-def plan(profile: Profile, corpora_override: list[str] | None = None) -> tuple[dict, list[Planned]]:
-    """The corpora (loaded) and every model the profile needs, longest jobs first within each kind."""
-    from charlm import ngram, nnn
-
-    corpus_args = corpora_override or profile.corpora
-    loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
-    ngram_n, nnn_n = baseline_orders(profile)
-    options = nnn_options(profile)
-    models = []
-    for arg, corpus in loaded.items():
-        for config in neural_configs(profile, corpus, arg):
-            mid = config.model_id(corpus.key)
-            models.append(Planned("neural", arg, corpus, mid, model_dir(corpus.artifact_name, mid), config=config))
-        for n in ngram_n:
-            folder = ngram.model_folder(corpus, n)
-            models.append(Planned("ngram", arg, corpus, folder.name, folder, n=n))
-        for n in nnn_n:
-            config = nnn.NNNConfig(corpus.source or corpus.name, n, **options)
-            folder = nnn.model_folder(corpus, config)
-            models.append(Planned("nnn", arg, corpus, folder.name, folder, n=n, options=options))
-    return loaded, models
-
-
-def planned_model_ids(profile: Profile, corpora_override: list[str] | None = None) -> set[str]:
-    """The ids of every model a profile trains (what `python -m analyses.X --profile NAME` reads)."""
-    return {p.model_id for p in plan(profile, corpora_override)[1]}
-
-
-def damage(planned: Planned) -> str | None:
-    """None if the model is complete and whole; "not built" when absent; else what is damaged."""
-    if planned.kind == "ngram":
-        from charlm import ngram
-
-        return ngram.damage(planned.directory)
-    metrics = complete_metrics(planned.directory / "metrics.json")
-    if metrics is None:
-        return "not built"
-    checkpoint = planned.directory / "checkpoint.pt"
-    if not checkpoint.is_file():
-        return f"{checkpoint} is missing"
-    if metrics.get("checkpoint_sha256") != file_sha256(checkpoint):
-        return f"{checkpoint} is damaged (its sha256 is not the one recorded when it was written)"
-    return None
 
 
 def print_plan(profile: Profile, models: list[Planned]) -> pd.DataFrame:
@@ -206,7 +83,7 @@ def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: boo
     them); returns its artifact folder."""
     _worker_env(env, threads)
     from charlm.predict import predict_checkpoint
-    from charlm.train import train
+    from charlm.train import TrainConfig, train
 
     corpus = corpora.load(config["corpus"], split_mode=splits)
     started = time.perf_counter()
@@ -378,7 +255,7 @@ def _jobs(profile: Profile, models: list[Planned], problems: dict[str, str | Non
 def run(options: RunOptions) -> tuple[Path, Path] | None:
     started = time.perf_counter()
     profile = options.profile
-    loaded, models = plan(profile, options.corpora_override)
+    loaded, models = plan(profile, options.corpora_override, common.orders_read(profile.analyses))
     if options.plan_only:
         print_plan(profile, models)
         return None

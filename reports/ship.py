@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 import corpora
+from charlm.plan import available, load_profile
 from corpora import atomic
 from corpora.errors import run_cli
-
-from .profiles import available, load_profile
 
 FUSED = ("lstm", "rnn", "gru", "lstm-gates")  # trained with torch's fused kernels (charlm.train fused=True)
 PROVENANCE = "provenance.json"
@@ -73,9 +72,8 @@ def training_order(configs: list) -> list:
 
 
 def train_all(profile_name: str, threads: int, only: set[str] | None, command: str) -> int:
+    from charlm.plan import neural_configs
     from charlm.train import train
-
-    from .pipeline import neural_configs
 
     profile = load_profile(profile_name)
     planned = []

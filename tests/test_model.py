@@ -565,7 +565,7 @@ def test_the_four_budget_rows_are_the_papers_parameter_counts():
 
 
 def _paper_grid():
-    from reports.profiles import load_profile
+    from charlm.plan import load_profile
 
     paper = load_profile("paper")
     for vocab in (87, 99):  # War and Peace, our Linux corpus

@@ -1,0 +1,286 @@
+"""Profiles and plans: which models a profile trains. Below both the analyses and the report, which read it.
+
+A profile is a plain TOML file in charlm/profiles/ naming corpora, model grid, budget, seeds and analyses:
+
+description = "..."
+corpora = ["warpeace", "linux"]     # registered names or file paths
+analyses = ["cross_entropy", ...]   # analyses/<name>.py, in report order
+splits = "contiguous"               # or "charrnn", the papers' splits
+wants_gpu = false
+
+[train]                 # charlm.train.TrainConfig settings shared by every neural model
+max_chars = 4_000_000
+dropout = [0.0, 0.25]   # a list is a grid: every value is trained, analyses read the best on validation
+
+[[grid]]                # Karpathy et al. Fig 1: types x layers x budget rows (several [[grid]] tables add up)
+types = ["lstm", "rnn", "gru"]
+layers = [1, 2]
+budgets = [64, 128]     # rows: a 1-layer LSTM of this width sets the parameter count of every model in it
+corpora = ["warpeace"]  # optional: only on these corpora
+
+[ablations]             # Levy et al. Table 1: every ablation at the LSTM's width, the LSTM over seeds
+archs = ["lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
+layers = 1
+budget = 128
+lstm_seeds = [0, 1, 2]
+
+[baselines]             # KenLM and n-NN orders (analyses add the orders they read)
+ngram_n = [1, 2, 3]
+nnn_n = [1, 2]
+nnn_hidden = [256]
+nnn_max_chars = 2_000_000
+nnn_batch_chars = 1_000
+
+[run]
+workers = 2             # local worker processes (one torch thread each when workers = cores)
+
+[analysis.saturation]   # settings of one analysis (see `python -m analyses.saturation --help`)
+length = 5000           # excerpt length in characters (analyses/saturation.py SETTINGS)
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import corpora
+from corpora import SPLIT_MODES
+from corpora.errors import UserError
+
+from .checkpoint import file_sha256
+from .model import budget_of, count_params, matched_size
+from .paths import complete_metrics, config_hash, model_dir
+from .train import TrainConfig
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+_TRAIN_FIELDS = set(TrainConfig.__dataclass_fields__) - {"corpus", "arch", "layers", "size", "seed"}
+_GRID = {"types", "layers", "budgets", "corpora"}
+_SECTIONS = {
+    "ablations": {"archs", "layers", "budget", "lstm_seeds"},
+    "baselines": {"ngram_n", "nnn_n", "nnn_hidden", "nnn_max_chars", "nnn_batch_chars", "nnn_lr", "nnn_targets"},
+    "run": {"workers"},
+}
+_TOP = {"description", "corpora", "analyses", "wants_gpu", "splits", "train", "analysis", "grid", *_SECTIONS}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    corpora: list[str]  # registry names or paths
+    analyses: list[str]  # analyses/<name>.py, in report order
+    wants_gpu: bool
+    train: dict  # TrainConfig fields shared by every neural model; a list for `dropout` is a grid
+    grid: list[dict]  # [[grid]] tables of types, layers, budgets (and corpora): Karpathy et al. Fig 1 left
+    ablations: dict  # archs, layers, budget, lstm_seeds: Levy et al. Table 1
+    baselines: dict  # ngram_n, nnn_n, nnn_hidden, nnn_max_chars, nnn_batch_chars
+    run: dict = field(default_factory=dict)  # workers
+    splits: str = "contiguous"  # split mode: contiguous in file order, or "charrnn" (the papers' char-rnn splits)
+    analysis: dict = field(default_factory=dict)  # per-analysis settings: {name: {key: value}}
+
+    @property
+    def hash(self) -> str:
+        return config_hash({k: v for k, v in self.__dict__.items() if k not in ("name", "description")})
+
+    @property
+    def dropouts(self) -> list[float]:
+        """The dropout grid (one value when the profile gives a number)."""
+        value = self.train.get("dropout", 0.0)
+        return [float(v) for v in value] if isinstance(value, list) else [float(value)]
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.toml"))
+
+
+def _check(path: Path, raw: dict) -> None:
+    unknown = set(raw) - _TOP
+    if unknown:
+        raise UserError(f"profile {path}: unknown settings {sorted(unknown)}")
+    unknown = set(raw.get("train", {})) - _TRAIN_FIELDS
+    if unknown:
+        raise UserError(f"profile {path}: unknown [train] settings {sorted(unknown)}")
+    grids = raw.get("grid", [])
+    for table in grids if isinstance(grids, list) else [grids]:
+        unknown = set(table) - _GRID
+        missing = {"types", "layers", "budgets"} - set(table)
+        if unknown or missing:
+            raise UserError(
+                f"profile {path}: a [[grid]] table has unknown {sorted(unknown)} or lacks {sorted(missing)}"
+            )
+    for section, allowed in _SECTIONS.items():
+        unknown = set(raw.get(section, {})) - allowed
+        if unknown:
+            raise UserError(
+                f"profile {path}: unknown [{section}] settings {sorted(unknown)} (known: {sorted(allowed)})"
+            )
+    if raw.get("splits", "contiguous") not in SPLIT_MODES:
+        raise UserError(f"profile {path}: splits must be one of {', '.join(SPLIT_MODES)}")
+    dropout = raw.get("train", {}).get("dropout", 0.0)
+    for value in dropout if isinstance(dropout, list) else [dropout]:
+        if not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise UserError(f"profile {path}: dropout values must be in [0, 1), got {value!r}")
+    unknown = set(raw.get("analysis", {})) - set(raw.get("analyses", []))
+    if unknown:
+        raise UserError(f"profile {path}: [analysis.*] settings for analyses it does not run: {sorted(unknown)}")
+
+
+def load_profile(name_or_path: str) -> Profile:
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = PROFILES_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        choices = ", ".join(available())
+        raise UserError(f"unknown profile '{name_or_path}': choose one of {choices} or give a .toml path")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise UserError(f"profile {path} is not valid TOML: {err}") from None
+    _check(path, raw)
+    try:
+        return Profile(
+            name=path.stem,
+            description=raw["description"],
+            corpora=list(raw["corpora"]),
+            analyses=list(raw["analyses"]),
+            wants_gpu=bool(raw.get("wants_gpu", False)),
+            train=dict(raw.get("train", {})),
+            grid=[dict(g) for g in (raw["grid"] if isinstance(raw["grid"], list) else [raw["grid"]])],
+            ablations=dict(raw.get("ablations", {})),
+            baselines=dict(raw.get("baselines", {})),
+            run=dict(raw.get("run", {})),
+            splits=str(raw.get("splits", "contiguous")),
+            analysis={k: dict(v) for k, v in raw.get("analysis", {}).items()},
+        )
+    except KeyError as err:
+        raise UserError(f"profile {path} lacks the setting {err}") from None
+
+
+# ------------------------------------------------------------------------------------ the plan
+
+
+@dataclass
+class Planned:
+    """One model a profile needs: a recurrent net (with its TrainConfig) or a baseline of order n."""
+
+    kind: str  # neural | ngram | nnn
+    corpus_arg: str  # what the worker loads: a registry name or a file path
+    corpus: corpora.Corpus
+    model_id: str
+    directory: Path
+    config: TrainConfig | None = None
+    n: int | None = None
+    options: dict = field(default_factory=dict)  # n-NN training options
+
+    def row(self) -> dict:
+        """One line of `--plan`."""
+        c = self.config
+        if c is not None:
+            shape = {"arch": c.arch, "layers": c.layers, "width": c.size, "dropout": c.dropout, "seed": c.seed}
+            params = count_params(c.model_config(self.corpus.vocab_size))
+            budget = budget_of(c.arch, c.size, c.layers, self.corpus.vocab_size)
+            budget_text = str(budget) if budget else "-"
+            chars = c.max_chars
+        else:
+            shape = {"arch": f"{self.kind} n={self.n}", "layers": None, "width": None, "dropout": None, "seed": None}
+            params, budget_text, chars = None, "-", self.options.get("max_chars")
+        return {"corpus": self.corpus.name, "kind": self.kind, **shape, "params": params, "budget row": budget_text,
+                "train chars": chars, "cached": damage(self) is None}  # fmt: skip
+
+
+def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
+    """The type x layers x budget grid (every model sized to its row, Karpathy sec 4.1), then Levy's ablations at
+    the width of the LSTM of their budget and depth, the LSTM over seeds; each at every dropout of the grid."""
+    V, configs = corpus.vocab_size, []
+    train = {k: v for k, v in profile.train.items() if k != "dropout"}
+    for dropout in profile.dropouts:
+        for grid in profile.grid:
+            if "corpora" in grid and corpus.name not in grid["corpora"] and corpus_arg not in grid["corpora"]:
+                continue
+            for arch in grid["types"]:
+                for layers in grid["layers"]:
+                    for budget in grid["budgets"]:
+                        width = matched_size(arch, budget, V, layers)
+                        configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
+        abl = profile.ablations
+        if abl:
+            width = matched_size("lstm", abl["budget"], V, abl["layers"])
+            for seed in abl.get("lstm_seeds", [0]):
+                configs.append(TrainConfig(corpus_arg, "lstm", abl["layers"], width, dropout, seed, **train))
+            for arch in abl["archs"]:
+                configs.append(TrainConfig(corpus_arg, arch, abl["layers"], width, dropout, 0, **train))
+    unique = {c.model_id(corpus.key): c for c in configs}
+    return list(unique.values())
+
+
+def baseline_orders(profile: Profile, extra: tuple[Iterable[int], Iterable[int]] = ((), ())) -> tuple[list, list]:
+    """KenLM and n-NN orders: the profile's, plus `extra` (the orders its analyses read, common.orders_read)."""
+    ngram_n = set(profile.baselines.get("ngram_n", [])) | set(extra[0])
+    nnn_n = set(profile.baselines.get("nnn_n", [])) | set(extra[1])
+    return sorted(ngram_n, reverse=True), sorted(nnn_n)
+
+
+def nnn_options(profile: Profile) -> dict:
+    base = profile.baselines
+    names = {
+        "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
+        "nnn_targets": "targets",
+    }  # fmt: skip
+    options = {option: base[key] for key, option in names.items() if key in base}
+    if "hidden_grid" in options:
+        options["hidden_grid"] = tuple(options["hidden_grid"])
+    return options
+
+
+def plan(
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
+) -> tuple[dict, list[Planned]]:
+    """The corpora (loaded) and every model the profile needs, longest jobs first within each kind.
+
+    `extra_orders`: the KenLM and n-NN orders its analyses read besides the profile's own (the caller knows them:
+    analyses.common.orders_read)."""
+    from charlm import ngram, nnn
+
+    corpus_args = corpora_override or profile.corpora
+    loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
+    ngram_n, nnn_n = baseline_orders(profile, extra_orders)
+    options = nnn_options(profile)
+    models = []
+    for arg, corpus in loaded.items():
+        for config in neural_configs(profile, corpus, arg):
+            mid = config.model_id(corpus.key)
+            models.append(Planned("neural", arg, corpus, mid, model_dir(corpus.artifact_name, mid), config=config))
+        for n in ngram_n:
+            folder = ngram.model_folder(corpus, n)
+            models.append(Planned("ngram", arg, corpus, folder.name, folder, n=n))
+        for n in nnn_n:
+            config = nnn.NNNConfig(corpus.source or corpus.name, n, **options)
+            folder = nnn.model_folder(corpus, config)
+            models.append(Planned("nnn", arg, corpus, folder.name, folder, n=n, options=options))
+    return loaded, models
+
+
+def planned_model_ids(
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
+) -> set[str]:
+    """The ids of every model a profile trains (what `python -m analyses.X --profile NAME` reads)."""
+    return {p.model_id for p in plan(profile, corpora_override, extra_orders)[1]}
+
+
+def damage(planned: Planned) -> str | None:
+    """None if the model is complete and whole; "not built" when absent; else what is damaged."""
+    if planned.kind == "ngram":
+        from charlm import ngram
+
+        return ngram.damage(planned.directory)
+    metrics = complete_metrics(planned.directory / "metrics.json")
+    if metrics is None:
+        return "not built"
+    checkpoint = planned.directory / "checkpoint.pt"
+    if not checkpoint.is_file():
+        return f"{checkpoint} is missing"
+    if metrics.get("checkpoint_sha256") != file_sha256(checkpoint):
+        return f"{checkpoint} is damaged (its sha256 is not the one recorded when it was written)"
+    return None
