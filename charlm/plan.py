@@ -215,6 +215,18 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
     return list(unique.values())
 
 
+def headline_config(configs: list[TrainConfig], vocab_size: int) -> TrainConfig | None:
+    """The model a profile calls "the LSTM" on one corpus: among its LSTMs, the 128 row when trained (the papers'
+    reference row, Karpathy et al. Fig 1 and Levy et al.'s ablations), else the largest budget row; then the
+    deepest, dropout 0, seed 0."""
+    lstms = [c for c in configs if c.arch == "lstm"]
+    if not lstms:
+        return None
+    rows = {c: budget_of("lstm", c.size, c.layers, vocab_size) or 0 for c in lstms}
+    row = 128 if 128 in rows.values() else max(rows.values())
+    return min((c for c in lstms if rows[c] == row), key=lambda c: (-c.layers, c.dropout, c.seed))
+
+
 def baseline_orders(profile: Profile, extra: tuple[Iterable[int], Iterable[int]] = ((), ())) -> tuple[list, list]:
     """KenLM and n-NN orders: the profile's, plus `extra` (the orders its analyses read, common.orders_read)."""
     ngram_n = set(profile.baselines.get("ngram_n", [])) | set(extra[0])

@@ -210,12 +210,15 @@ def fit(
     progress: bool = True,
     checkpoint_every_s: float = 60.0,
     snapshots: bool = True,
+    stop_after_steps: int | None = None,
 ) -> Path:
     """Train `task.model` with the recipe in `config` (lr, rms_alpha, lr_decay, decay_after, grad_clip, epochs,
     max_chars, patience, snapshots, snapshot_epochs); resume from `out/state.pt` if present.
 
     Writes out/checkpoint.pt (best on validation), out/snapshots/, out/state.pt and out/metrics.json, whose
     "complete": true marks the run done. Raises TrainingDiverged on a non-finite or exploding loss.
+    `stop_after_steps` ends the run early, unfinished (the provenance test retrains a shipped model to its first
+    snapshot with the very loop that trained it, tests/test_shipped.py).
     """
     out = Path(out)
     metrics_path = out / "metrics.json"
@@ -309,6 +312,8 @@ def fit(
     try:
         while progress_state["step"] < total_steps:
             step = progress_state["step"]
+            if stop_after_steps is not None and step >= stop_after_steps:
+                return out  # unfinished on purpose: no metrics claim completion
             epoch, batch = divmod(step, steps_per_epoch)
             lr = learning_rate(config, epoch)
             for group in optimizer.param_groups:
@@ -479,8 +484,11 @@ def train(
     checkpoint_every_s: float = 60.0,
     threads: int | None = None,
     device: str | None = None,
+    stop_after_steps: int | None = None,
 ) -> Path:
-    """Train (or resume, or return at once if already complete); returns the model's artifact folder."""
+    """Train (or resume, or return at once if already complete); returns the model's artifact folder.
+
+    `stop_after_steps` leaves the run unfinished after that many optimiser steps (see `fit`)."""
     config.validate()
     source = corpus.source if corpus is not None and corpus.source else config.corpus
     config = dataclasses.replace(config, corpus=resolve_corpus_arg(source))
@@ -500,7 +508,8 @@ def train(
     if threads:
         torch.set_num_threads(threads)
     task = LanguageModelTask(config, corpus, pick_device(device))
-    return fit(task, config, out, model_id, identity_meta(config, corpus), progress, checkpoint_every_s)
+    meta = identity_meta(config, corpus)
+    return fit(task, config, out, model_id, meta, progress, checkpoint_every_s, stop_after_steps=stop_after_steps)
 
 
 # --------------------------------------------------------------------------------------------- CLI

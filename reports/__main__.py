@@ -33,9 +33,23 @@ def main(argv=None) -> int:
         "--plan", action="store_true",
         help="print every model the profile would train (type, depth, width, parameters, budget row, cached) and exit",
     )  # fmt: skip
+    parser.add_argument(
+        "--retrain", action="store_true",
+        help="train the profile's shipped models (models/<profile>/) again instead of installing them",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
-    run(RunOptions(profile, args.corpus, args.scheduler, args.workers, args.build_dir, plan_only=args.plan))
+    run(
+        RunOptions(
+            profile,
+            args.corpus,
+            args.scheduler,
+            args.workers,
+            args.build_dir,
+            plan_only=args.plan,
+            retrain=args.retrain,
+        )
+    )
     return 0
 
 

@@ -31,6 +31,7 @@ from analyses import common
 from analyses.context import Context, MissingInput, model_index
 from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
 from charlm.plan import Planned, Profile, damage, plan
+from charlm.shipped import install_shipped, installed
 from charlm.sweep import executor, run_jobs
 from corpora import atomic
 
@@ -191,6 +192,7 @@ class RunOptions:
     workers: int | None = None
     build_root: Path = BUILD_ROOT
     plan_only: bool = False  # print what would be trained and exit
+    retrain: bool = False  # train the profile's shipped models again instead of installing them
 
 
 def _versions() -> dict[str, str]:
@@ -267,11 +269,25 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
+    neural = [m for m in models if m.kind == "neural"]
+    by_dir = {m.directory: m for m in neural}
+    if options.retrain:
+        for m in neural:
+            if installed(m.directory):
+                shutil.rmtree(m.directory)  # trained again below, from scratch
+    else:
+        shipped = install_shipped(
+            profile.name, [(m.corpus.artifact_name, m.model_id, m.directory) for m in neural], say,
+            is_whole=lambda d: damage(by_dir[d]) is None,
+        )  # fmt: skip
+        if shipped:
+            fresh = sum(v == "installed" for v in shipped.values())
+            say(f"shipped models: {len(shipped)} in models/{profile.name}/ ({fresh} installed now, "
+                f"{sum(v == 'present' for v in shipped.values())} already in the artifacts)")  # fmt: skip
     problems = {m.model_id: damage(m) for m in models}  # each checkpoint hashed once per run
     done_before = {mid for mid, problem in problems.items() if problem is None}
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
     jobs = _jobs(profile, models, problems, env, threads)
-    neural = [m for m in models if m.kind == "neural"]
     say(
         f"plan: {len(neural)} neural models ({sum(m.model_id in done_before for m in neural)} cached, "
         f"{sum(m.model_id not in done_before for m in neural)} to train), "

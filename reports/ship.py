@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -29,8 +30,9 @@ from pathlib import Path
 
 import corpora
 from charlm.plan import available, load_profile
+from charlm.shipped import MANIFEST
 from corpora import atomic
-from corpora.errors import run_cli
+from corpora.errors import UserError, run_cli
 
 FUSED = ("lstm", "rnn", "gru", "lstm-gates")  # trained with torch's fused kernels (charlm.train fused=True)
 PROVENANCE = "provenance.json"
@@ -113,6 +115,111 @@ def train_all(profile_name: str, threads: int, only: set[str] | None, command: s
     return 0
 
 
+def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dict]:
+    """The snapshots a model ships (the repository's budget for shipped models is 60 MB, issue 19):
+
+    - every model: its first snapshot, which the provenance test retrains to (tests/test_shipped.py);
+    - the headline model (the 128-row LSTM, seed 0, on each corpus): every snapshot, for training_dynamics
+      (Karpathy et al. Fig 5 right follows that LSTM over its first 3 epochs);
+    - every other seed-0 model: every second snapshot counted back from the last (the last included), for
+      vanishing along training (it reads seed 0 of each configuration) and training_dynamics;
+    - the other seeds: none besides the first (analyses read their final checkpoints only).
+    """
+    if not snapshots:
+        return []
+    if headline:
+        keep = set(range(len(snapshots)))
+    elif config.seed == 0:
+        keep = set(range(len(snapshots) - 1, -1, -2))
+    else:
+        keep = set()
+    keep.add(0)
+    return [snap for k, snap in enumerate(snapshots) if k in keep]
+
+
+def pack_one(source: Path, folder: Path, profile: str, headline: bool) -> dict:
+    """Copy one finished model into its shipped folder with its manifest; returns the manifest."""
+    from charlm.checkpoint import file_sha256
+    from charlm.train import TrainConfig
+
+    metrics = json.loads((source / "metrics.json").read_text())
+    provenance = json.loads((source / PROVENANCE).read_text())
+    config = TrainConfig(**metrics["train_config"])
+    snapshots = shipped_snapshots(config, metrics.get("snapshots") or [], headline)
+    stage = folder.with_name(folder.name + ".packing")
+    shutil.rmtree(stage, ignore_errors=True)
+    (stage / "snapshots").mkdir(parents=True)
+    names = ["checkpoint.pt"] + [snap["file"] for snap in snapshots]
+    for name in names:
+        shutil.copyfile(source / name, stage / name)
+        if file_sha256(stage / name) != (
+            metrics["checkpoint_sha256"]
+            if name == "checkpoint.pt"
+            else next(s["sha256"] for s in snapshots if s["file"] == name)
+        ):
+            raise UserError(f"{source / name} is not the file its metrics.json recorded: retrain {source.name}")
+    shipped_metrics = {**metrics, "snapshots": snapshots, "snapshots_trained": len(metrics.get("snapshots") or [])}
+    atomic.write_json(stage / "metrics.json", shipped_metrics)
+    files = {n: {"sha256": file_sha256(stage / n), "bytes": (stage / n).stat().st_size}
+             for n in names + ["metrics.json"]}  # fmt: skip
+    sessions = provenance["sessions"]
+    manifest = {
+        "model_id": metrics["model_id"],
+        "profile": profile,
+        "corpus": metrics.get("corpus"),
+        "corpus_key": metrics.get("corpus_key"),
+        "train_config": metrics["train_config"],
+        "command": sessions[0]["command"],
+        "git_revisions": sorted({s["git"]["commit"] for s in sessions if s["git"]["commit"]}),
+        "uncommitted_changes": any(s["git"]["uncommitted_changes"] for s in sessions),
+        "date": sessions[-1]["finished"],
+        "machine": sessions[-1]["machine"],
+        "wall_seconds": round(sum(s["wall_seconds"] for s in sessions), 1),
+        "training_seconds": metrics["seconds"],
+        "epochs": len(metrics["epochs"]),
+        "stopped": metrics["stopped"],
+        "best_val_loss": metrics["best_val_loss"],
+        "sessions": sessions,
+        "files": files,
+    }
+    atomic.write_json(stage / MANIFEST, manifest)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage.rename(folder)
+    return manifest
+
+
+def pack_all(profile_name: str, root: Path | None = None) -> int:
+    """Pack every finished (complete, with provenance) model of the profile; report what is still to train."""
+    from charlm.paths import complete_metrics, model_dir
+    from charlm.plan import headline_config, neural_configs
+    from charlm.shipped import damaged_files, shipped_folder
+
+    profile = load_profile(profile_name)
+    packed, pending, total_bytes = 0, [], 0
+    for arg in profile.corpora:
+        corpus = corpora.load(arg, split_mode=profile.splits)
+        configs = neural_configs(profile, corpus, arg)
+        headline = headline_config(configs, corpus.vocab_size)
+        for config in configs:
+            model_id = config.model_id(corpus.key)
+            source = model_dir(corpus.artifact_name, model_id)
+            folder = shipped_folder(profile.name, corpus.artifact_name, model_id, root)
+            if (folder / MANIFEST).is_file() and damaged_files(folder) is None:
+                total_bytes += sum(e["bytes"] for e in json.loads((folder / MANIFEST).read_text())["files"].values())
+                continue  # shipped before and whole
+            if not (complete_metrics(source / "metrics.json") and (source / PROVENANCE).is_file()):
+                pending.append(f"{corpus.name}/{model_id}")
+                continue
+            manifest = pack_one(source, folder, profile.name, config == headline)
+            total_bytes += sum(e["bytes"] for e in manifest["files"].values())
+            packed += 1
+            print(f"[ship] packed {folder} ({len(manifest['files'])} files)", flush=True)
+    print(f"[ship] {packed} packed now; shipped in all: {total_bytes / 1e6:.1f} MB; still to train: "
+          f"{', '.join(pending) if pending else 'none'}")  # fmt: skip
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.ship", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,11 +227,13 @@ def main(argv=None) -> int:
     train_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     train_p.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s: one core)")
     train_p.add_argument("--only", nargs="*", default=None, help="only these architectures or model ids")
+    pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
+    pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     args = parser.parse_args(argv)
     command = "python -m reports.ship " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.command == "train":
         return train_all(args.profile, args.threads, set(args.only) if args.only else None, command)
-    return 2
+    return pack_all(args.profile)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,171 @@
+"""Shipped models: their provenance is proven by retraining, their files are verified, installed and never trained.
+
+The provenance test is the contract of models/: each shipped model, trained again from its recorded config with
+the training loop of this checkout for the steps of its first shipped snapshot, gives that snapshot's weights bit
+for bit. A change to the training code that breaks it fails here, and the shipped models must then be retrained
+(`python -m reports.ship train`, then `pack`).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import textwrap
+
+import pytest
+import torch
+
+import corpora
+from charlm import shipped
+from charlm.checkpoint import load_payload
+from charlm.plan import load_profile, planned_model_ids
+from charlm.train import TrainConfig, train
+from reports import ship
+from reports.pipeline import RunOptions, run
+
+SHIPPED = sorted(shipped.SHIPPED_ROOT.glob("*/*/*/manifest.json"))
+SHIPPED_BUDGET_BYTES = 60_000_000  # issue 19: the reference models with their snapshots, at most 60 MB
+
+
+def _cpu() -> str:
+    return ship.machine(1)["cpu"] or platform.processor()
+
+
+@pytest.mark.parametrize("manifest_path", SHIPPED, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights_bit_for_bit(manifest_path, tmp_path):
+    folder = manifest_path.parent
+    manifest = json.loads(manifest_path.read_text())
+    metrics = json.loads((folder / "metrics.json").read_text())
+    first = metrics["snapshots"][0]
+    config = TrainConfig(**manifest["train_config"])
+    splits = manifest["corpus_key"].rsplit(":", 1)[-1]
+    corpus = corpora.load(config.corpus, split_mode=splits)
+    assert config.model_id(corpus.key) == manifest["model_id"]  # the corpus and config are the recorded ones
+    threads = torch.get_num_threads()
+    torch.set_num_threads(manifest["machine"]["torch_threads"])
+    try:
+        out = train(config, tmp_path / "again", corpus=corpus, progress=False, stop_after_steps=first["step"])
+    finally:
+        torch.set_num_threads(threads)
+    again = load_payload(out / first["file"])["state_dict"]
+    recorded = load_payload(folder / first["file"])["state_dict"]
+    assert again.keys() == recorded.keys()
+    exact = all(torch.equal(again[k], recorded[k]) for k in again)
+    if manifest["machine"]["cpu"] == _cpu():
+        assert exact, f"{manifest['model_id']}: retrained weights differ from the shipped snapshot: retrain it"
+    else:  # another CPU may round differently in its kernels; a code change moves weights far more than this
+        worst = max(float((again[k] - recorded[k]).abs().max()) for k in again)
+        assert worst < 1e-6, f"{manifest['model_id']}: retrained weights differ by {worst:.2e} (CPU differs too)"
+
+
+def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget():
+    assert SHIPPED, "no shipped models found under models/ (the reference profile ships its converged models)"
+    total = 0
+    by_profile: dict[str, set] = {}
+    for manifest_path in SHIPPED:
+        folder = manifest_path.parent
+        assert shipped.damaged_files(folder) is None, folder
+        manifest = json.loads(manifest_path.read_text())
+        total += sum(entry["bytes"] for entry in manifest["files"].values())
+        by_profile.setdefault(manifest["profile"], set()).add(manifest["model_id"])
+        assert manifest["command"].startswith("python -m reports.ship train")
+        assert re.fullmatch(r"[0-9a-f]{40}", manifest["git_revisions"][0]) and not manifest["uncommitted_changes"]
+        assert manifest["wall_seconds"] > 0 and manifest["machine"]["cpu"]
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert metrics["complete"] and metrics["checkpoint_sha256"] == manifest["files"]["checkpoint.pt"]["sha256"]
+    for profile, ids in by_profile.items():
+        assert ids <= planned_model_ids(load_profile(profile)), profile
+    assert total <= SHIPPED_BUDGET_BYTES, f"{total / 1e6:.1f} MB shipped"
+
+
+def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
+    snaps = [{"step": s} for s in (1, 2, 5, 10, 22, 47)]
+    config = TrainConfig("c", "lstm", 1, 8, seed=0)
+    assert ship.shipped_snapshots(config, snaps, headline=True) == snaps
+    assert [s["step"] for s in ship.shipped_snapshots(config, snaps, headline=False)] == [1, 2, 10, 47]
+    other_seed = TrainConfig("c", "lstm", 1, 8, seed=1)
+    assert [s["step"] for s in ship.shipped_snapshots(other_seed, snaps, headline=False)] == [1]
+    assert ship.shipped_snapshots(config, [], headline=True) == []
+
+
+@pytest.fixture
+def tiny_shipped(tmp_path, monkeypatch, small_text_file):
+    """A two-model profile trained with `reports.ship train`, packed into tmp/models, its artifacts then removed."""
+    toml = tmp_path / "tiny.toml"
+    toml.write_text(
+        textwrap.dedent(f"""
+        description = "two tiny LSTMs"
+        corpora = ["{small_text_file}"]
+        analyses = ["cross_entropy"]
+        [train]
+        max_chars = 3000
+        eval_chars = 1000
+        batch_size = 4
+        unroll = 20
+        snapshots = 3
+        [[grid]]
+        types = ["lstm", "rnn"]
+        layers = [1]
+        budgets = [8]
+        """)
+    )
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
+    assert ship.main(["train", "--profile", str(toml)]) == 0
+    ship.pack_all(str(toml), root=tmp_path / "models")
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))  # a fresh clone: nothing trained
+    return load_profile(str(toml))
+
+
+def test_pack_writes_a_manifest_with_provenance_and_every_files_sha256(tiny_shipped, tmp_path):
+    manifests = sorted((tmp_path / "models" / "tiny").glob("*/*/manifest.json"))
+    assert len(manifests) == 2
+    lstm = json.loads(next(p for p in manifests if "/lstm-" in str(p)).read_text())
+    assert lstm["command"] == f"python -m reports.ship train --profile {tmp_path / 'tiny.toml'}"
+    assert set(lstm["files"]) == {"checkpoint.pt", "metrics.json", "snapshots/step0000001.pt",
+                                  "snapshots/step0000006.pt", "snapshots/step0000038.pt"}  # fmt: skip
+    assert lstm["machine"]["torch_threads"] == 1 and lstm["epochs"] >= 1 and lstm["wall_seconds"] > 0
+    for manifest_path in manifests:
+        assert shipped.damaged_files(manifest_path.parent) is None
+
+
+def test_the_report_installs_shipped_models_and_trains_none(tiny_shipped, tmp_path, capsys):
+    options = RunOptions(tiny_shipped, build_root=tmp_path / "build")
+    run(options)
+    out = capsys.readouterr().out
+    assert "shipped models: 2 in models/tiny/ (2 installed now" in out and "(2 cached, 0 to train)" in out
+    for manifest_path in (tmp_path / "models" / "tiny").glob("*/*/manifest.json"):
+        model_id = manifest_path.parent.name
+        (installed,) = (tmp_path / "artifacts").glob(f"*/{model_id}")
+        assert shipped.installed(installed)
+        assert (installed / "checkpoint.pt").read_bytes() == (manifest_path.parent / "checkpoint.pt").read_bytes()
+    run(options)
+    assert "(0 installed now, 2 already in the artifacts)" in capsys.readouterr().out
+
+
+def test_a_damaged_shipped_file_is_named_and_that_model_is_trained_to_the_same_weights(tiny_shipped, tmp_path, capsys):
+    (lstm,) = (tmp_path / "models" / "tiny").glob("*/lstm-*")
+    original = (lstm / "checkpoint.pt").read_bytes()
+    (lstm / "checkpoint.pt").write_bytes(original[:-10] + bytes(10))
+    run(RunOptions(tiny_shipped, build_root=tmp_path / "build"))
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if "is damaged" in line]
+    assert len(lines) == 1 and lstm.name in lines[0] and "training it instead" in lines[0]
+    assert "(1 cached, 1 to train)" in out
+    (trained,) = (tmp_path / "artifacts").glob(f"*/{lstm.name}")
+    assert not shipped.installed(trained)
+    again, before = (
+        load_payload(d / "checkpoint.pt")["state_dict"]
+        for d in (trained, tmp_path / "trained" / lstm.parent.name / lstm.name)
+    )
+    assert all(torch.equal(again[k], before[k]) for k in before)  # same config, same seed: the same model
+
+
+def test_retrain_trains_the_shipped_models_again(tiny_shipped, tmp_path, capsys):
+    run(RunOptions(tiny_shipped, build_root=tmp_path / "build"))
+    capsys.readouterr()
+    run(RunOptions(tiny_shipped, build_root=tmp_path / "build", retrain=True))
+    out = capsys.readouterr().out
+    assert "(0 cached, 2 to train)" in out
+    assert not any(shipped.installed(d) for d in (tmp_path / "artifacts").glob("*/*-s0-*"))
