@@ -8,6 +8,7 @@ receives a `Context`:
     ctx.corpus(row) / ctx.text(row, split)          the corpus and the raw bytes of a split
     ctx.predictions(row, split, snapshot=None)      Predictions of one checkpoint (snapshots included)
     ctx.snapshots(row)                  the training snapshots of a model (step, chars, file)
+    ctx.metrics(row)                    a model's metrics.json (training curve, why it stopped, config)
     ctx.model(row, snapshot=None)       the CharLM of a checkpoint
     ctx.trace(row, split, start, length)            every internal on an excerpt, state warmed up before it
     ctx.cached(name, key, compute)      anything else (gradients, classifiers, probes), keyed by what it used
@@ -259,6 +260,10 @@ class Context:
         return corpus.decode(corpus.split(split))
 
     # ---------------------------------------------------------------- predictions and checkpoints
+
+    def metrics(self, row: pd.Series) -> dict:
+        """A model's metrics.json: its training curve (`epochs`), why it stopped, its config."""
+        return json.loads((Path(row["dir"]) / "metrics.json").read_text())
 
     def snapshots(self, row: pd.Series) -> pd.DataFrame:
         """The training snapshots of a neural model: step, chars, file (relative to its folder)."""
