@@ -17,6 +17,7 @@ recorded config, trained again for the first snapshot's steps, gives that snapsh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -74,8 +75,8 @@ def training_order(configs: list) -> list:
 
 
 def train_all(profile_name: str, threads: int, only: set[str] | None, command: str) -> int:
+    """Train the profile's models in turn; several such processes (one per core) share the list through locks."""
     from charlm.plan import neural_configs
-    from charlm.train import train
 
     profile = load_profile(profile_name)
     planned = []
@@ -93,26 +94,78 @@ def train_all(profile_name: str, threads: int, only: set[str] | None, command: s
         if complete_metrics(out / "metrics.json") and (out / PROVENANCE).exists():
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: done before", flush=True)
             continue
-        print(f"[ship] {k}/{len(planned)} training {out.name} on {corpus.name}", flush=True)
         out.mkdir(parents=True, exist_ok=True)
-        record = json.loads((out / PROVENANCE).read_text()) if (out / PROVENANCE).exists() else {"sessions": []}
-        session = {
-            "command": command, "git": revision, "machine": machine(threads),
-            "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }  # fmt: skip
-        started = time.perf_counter()
-        train(config, corpus=corpus, threads=threads, progress=False)
-        session["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-        session["wall_seconds"] = round(time.perf_counter() - started, 1)
-        record["sessions"].append(session)
-        atomic.write_json(out / PROVENANCE, record)
-        metrics = json.loads((out / "metrics.json").read_text())
-        print(
-            f"[ship] {out.name}: best val {metrics['best_val_loss']:.4f} after {len(metrics['epochs'])} epochs "
-            f"({metrics['stopped']}), {session['wall_seconds']:.0f} s",
-            flush=True,
-        )
+        with training_lock(out) as holder:
+            if holder is not None:
+                print(f"[ship] {k}/{len(planned)} {out.name}: being trained by process {holder}, skipped", flush=True)
+                continue
+            print(f"[ship] {k}/{len(planned)} training {out.name} on {corpus.name}", flush=True)
+            train_with_provenance(config, corpus, out, threads, command, revision)
     return 0
+
+
+@contextlib.contextmanager
+def training_lock(out: Path):
+    """Yields None while this process holds `out`'s lock (several `ship train` workers share one list of models),
+    or the pid of the live process on this machine that holds it. A lock left by a dead process is taken over."""
+    lock = out / "training.lock"
+    mine = f"{platform.node()} {os.getpid()}"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            host, _, pid = lock.read_text().partition(" ")
+            if host == platform.node() and pid.isdigit() and _alive(int(pid)):
+                yield int(pid)
+                return
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as handle:
+            handle.write(mine)
+        try:
+            yield None
+        finally:
+            lock.unlink(missing_ok=True)
+        return
+    raise UserError(f"cannot take the training lock {lock}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def train_with_provenance(config, corpus, out: Path, threads: int, command: str, revision: dict) -> None:
+    """Train (or resume) one model, recording this session in out/provenance.json before it starts (so a killed
+    session stays on record, marked interrupted) and completing the record when it ends."""
+    from charlm.train import train
+
+    record = json.loads((out / PROVENANCE).read_text()) if (out / PROVENANCE).exists() else {"sessions": []}
+    for earlier in record["sessions"]:
+        if earlier.get("finished") is None:
+            earlier["interrupted"] = True
+    session = {
+        "command": command, "git": revision, "machine": machine(threads),
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "finished": None,
+    }  # fmt: skip
+    record["sessions"].append(session)
+    atomic.write_json(out / PROVENANCE, record)
+    started = time.perf_counter()
+    train(config, corpus=corpus, threads=threads, progress=False)
+    session["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    session["wall_seconds"] = round(time.perf_counter() - started, 1)
+    atomic.write_json(out / PROVENANCE, record)
+    metrics = json.loads((out / "metrics.json").read_text())
+    print(
+        f"[ship] {out.name}: best val {metrics['best_val_loss']:.4f} after {len(metrics['epochs'])} epochs "
+        f"({metrics['stopped']}), {session['wall_seconds']:.0f} s",
+        flush=True,
+    )
 
 
 def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dict]:
@@ -174,7 +227,7 @@ def pack_one(source: Path, folder: Path, profile: str, headline: bool) -> dict:
         "uncommitted_changes": any(s["git"]["uncommitted_changes"] for s in sessions),
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
-        "wall_seconds": round(sum(s["wall_seconds"] for s in sessions), 1),
+        "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 1),  # interrupted ones: unknown
         "training_seconds": metrics["seconds"],
         "epochs": len(metrics["epochs"]),
         "stopped": metrics["stopped"],

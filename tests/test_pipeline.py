@@ -33,7 +33,7 @@ def _lmplz_available() -> bool:
         return False
 
 
-@pytest.mark.parametrize("name", ["smoke", "quick", "standard", "paper"])
+@pytest.mark.parametrize("name", ["smoke", "quick", "standard", "paper", "reference"])
 def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
     """Each profile loads, names analyses that exist, and sizes every grid model to its row (sec 4.1)."""
     assert name in available()

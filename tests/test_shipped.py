@@ -169,3 +169,17 @@ def test_retrain_trains_the_shipped_models_again(tiny_shipped, tmp_path, capsys)
     out = capsys.readouterr().out
     assert "(0 cached, 2 to train)" in out
     assert not any(shipped.installed(d) for d in (tmp_path / "artifacts").glob("*/*-s0-*"))
+
+
+def test_a_model_locked_by_a_live_worker_is_skipped_and_a_stale_lock_taken_over(tmp_path):
+    """Several `ship train` workers share one list: a live holder's model is skipped, a dead holder's taken over."""
+    import os
+
+    (tmp_path / "training.lock").write_text(f"{platform.node()} {os.getppid()}")  # a live process: pytest's parent
+    with ship.training_lock(tmp_path) as holder:
+        assert holder == os.getppid()
+    assert (tmp_path / "training.lock").exists()  # not ours to remove
+    (tmp_path / "training.lock").write_text(f"{platform.node()} 999999999")  # no such process
+    with ship.training_lock(tmp_path) as holder:
+        assert holder is None and (tmp_path / "training.lock").read_text().endswith(f" {os.getpid()}")
+    assert not (tmp_path / "training.lock").exists()
