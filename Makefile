@@ -19,6 +19,8 @@ KENLM_MAX_ORDER := 21
 KENLM_CACHE     ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/charlm/kenlm-$(KENLM_VERSION)-order$(KENLM_MAX_ORDER)
 KENLM_SETUP     := charlm/kenlm_setup.py
 PROFILE         ?= quick
+# Extra options of `python -m reports` (e.g. REPORT_ARGS=--retrain to train a profile's shipped models again).
+REPORT_ARGS     ?=
 REPORT_BUILD    := reports/build
 ARTIFACTS       := artifacts
 SETUP_STAMP     := $(VENV)/.setup-done
@@ -37,7 +39,7 @@ help: ## list the targets and the variables they use
 	@echo
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-13s %s\n", $$1, $$2}'
 	@echo
-	@echo "Variables: PROFILE=$(PROFILE)  PYTHON=$(PYTHON)  VENV=$(VENV)"
+	@echo "Variables: PROFILE=$(PROFILE)  REPORT_ARGS=$(REPORT_ARGS)  PYTHON=$(PYTHON)  VENV=$(VENV)"
 	@echo "           KENLM_CACHE=$(KENLM_CACHE)"
 
 # ---------------------------------------------------------------- setup
@@ -118,8 +120,8 @@ lint: $(SETUP_STAMP) ## ruff check + ruff format --check (lines of at most 120 c
 bench: $(SETUP_STAMP) ## run the benchmarks (python -m charlm.bench)
 	$(PY) -m charlm.bench
 
-report: $(SETUP_STAMP) ## build the HTML+PDF report for PROFILE (make report PROFILE=standard)
-	$(PY) -m reports --profile $(PROFILE)
+report: $(SETUP_STAMP) ## build the HTML+PDF report for PROFILE (make report PROFILE=reference; REPORT_ARGS=--retrain)
+	$(PY) -m reports --profile $(PROFILE) $(REPORT_ARGS)
 
 report-check: $(SETUP_STAMP) ## render-check the built report in headless chromium for PROFILE
 	$(PY) -m reports.check --profile $(PROFILE)

@@ -52,6 +52,7 @@ from corpora.errors import UserError
 from .checkpoint import file_sha256
 from .model import budget_of, count_params, matched_size
 from .paths import complete_metrics, config_hash, model_dir
+from .shipped import MANIFEST, shipped_folder
 from .train import TrainConfig
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
@@ -173,6 +174,7 @@ class Planned:
     config: TrainConfig | None = None
     n: int | None = None
     options: dict = field(default_factory=dict)  # n-NN training options
+    shipped: bool = False  # the repository ships this model (models/<profile>/): installed, never trained
 
     def row(self) -> dict:
         """One line of `--plan`."""
@@ -187,7 +189,7 @@ class Planned:
             shape = {"arch": f"{self.kind} n={self.n}", "layers": None, "width": None, "dropout": None, "seed": None}
             params, budget_text, chars = None, "-", self.options.get("max_chars")
         return {"corpus": self.corpus.name, "kind": self.kind, **shape, "params": params, "budget row": budget_text,
-                "train chars": chars, "cached": damage(self) is None}  # fmt: skip
+                "train chars": chars, "cached": damage(self) is None, "shipped": self.shipped}  # fmt: skip
 
 
 def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
@@ -263,7 +265,12 @@ def plan(
     for arg, corpus in loaded.items():
         for config in neural_configs(profile, corpus, arg):
             mid = config.model_id(corpus.key)
-            models.append(Planned("neural", arg, corpus, mid, model_dir(corpus.artifact_name, mid), config=config))
+            shipped = (shipped_folder(profile.name, corpus.artifact_name, mid) / MANIFEST).is_file()
+            models.append(
+                Planned(
+                    "neural", arg, corpus, mid, model_dir(corpus.artifact_name, mid), config=config, shipped=shipped
+                )
+            )
         for n in ngram_n:
             folder = ngram.model_folder(corpus, n)
             models.append(Planned("ngram", arg, corpus, folder.name, folder, n=n))
