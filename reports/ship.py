@@ -273,6 +273,36 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
     return 0
 
 
+def status(profile_name: str, root: Path | None = None) -> int:
+    """A markdown table of the profile's models: shipped (with their training cost) or still to train."""
+    from charlm.plan import neural_configs
+    from charlm.shipped import shipped_folder
+
+    profile = load_profile(profile_name)
+    print("| corpus | model | epochs | stopped | training s | best val | shipped MB |")
+    print("|---|---|---|---|---|---|---|")
+    totals = {"seconds": 0.0, "bytes": 0, "shipped": 0, "planned": 0}
+    for arg in profile.corpora:
+        corpus = corpora.load(arg, split_mode=profile.splits)
+        for config in neural_configs(profile, corpus, arg):
+            model_id = config.model_id(corpus.key)
+            totals["planned"] += 1
+            manifest_path = shipped_folder(profile.name, corpus.artifact_name, model_id, root) / MANIFEST
+            if not manifest_path.is_file():
+                print(f"| {corpus.name} | {model_id} | | not shipped yet | | | |")
+                continue
+            m = json.loads(manifest_path.read_text())
+            size = sum(e["bytes"] for e in m["files"].values())
+            totals["seconds"] += m["training_seconds"]
+            totals["bytes"] += size
+            totals["shipped"] += 1
+            print(f"| {corpus.name} | {model_id} | {m['epochs']} | {m['stopped']} | {m['training_seconds']:.0f} | "
+                  f"{m['best_val_loss']:.4f} | {size / 1e6:.1f} |")  # fmt: skip
+    print(f"\n{totals['shipped']} of {totals['planned']} models shipped; {totals['seconds'] / 3600:.2f} h of training "
+          f"(one core each); {totals['bytes'] / 1e6:.1f} MB")  # fmt: skip
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.ship", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -282,10 +312,14 @@ def main(argv=None) -> int:
     train_p.add_argument("--only", nargs="*", default=None, help="only these architectures or model ids")
     pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
     pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
+    status_p = sub.add_parser("status", help="a markdown table of the profile's shipped models and their cost")
+    status_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     args = parser.parse_args(argv)
     command = "python -m reports.ship " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.command == "train":
         return train_all(args.profile, args.threads, set(args.only) if args.only else None, command)
+    if args.command == "status":
+        return status(args.profile)
     return pack_all(args.profile)
 
 
