@@ -31,7 +31,7 @@ from pathlib import Path
 
 import corpora
 from charlm.plan import available, load_profile
-from charlm.shipped import MANIFEST
+from charlm.shipped import MANIFEST, damaged_files, shipped_folder
 from corpora import atomic
 from corpora.errors import UserError, run_cli
 
@@ -93,6 +93,10 @@ def train_all(profile_name: str, threads: int, only: set[str] | None, command: s
         out = model_dir(corpus.artifact_name, config.model_id(corpus.key))
         if complete_metrics(out / "metrics.json") and (out / PROVENANCE).exists():
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: done before", flush=True)
+            continue
+        shipped = shipped_folder(profile.name, corpus.artifact_name, out.name)
+        if (shipped / MANIFEST).is_file() and damaged_files(shipped) is None:
+            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: shipped (models/), skipped", flush=True)
             continue
         out.mkdir(parents=True, exist_ok=True)
         with training_lock(out) as holder:
@@ -246,7 +250,6 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
     """Pack every finished (complete, with provenance) model of the profile; report what is still to train."""
     from charlm.paths import complete_metrics, model_dir
     from charlm.plan import headline_config, neural_configs
-    from charlm.shipped import damaged_files, shipped_folder
 
     profile = load_profile(profile_name)
     packed, pending, total_bytes = 0, [], 0
@@ -276,7 +279,6 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
 def status(profile_name: str, root: Path | None = None) -> int:
     """A markdown table of the profile's models: shipped (with their training cost) or still to train."""
     from charlm.plan import neural_configs
-    from charlm.shipped import shipped_folder
 
     profile = load_profile(profile_name)
     print("| corpus | model | epochs | stopped | training s | best val | shipped MB |")
