@@ -66,6 +66,7 @@ def machine(threads: int) -> dict:
     return {
         "hostname": platform.node(), "system": platform.platform(), "cpu": cpu, "cores": os.cpu_count(),
         "torch_threads": threads, "python": platform.python_version(), "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the instruction set torch's kernels use
     }  # fmt: skip
 
 

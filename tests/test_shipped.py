@@ -19,6 +19,7 @@ import torch
 import corpora
 from charlm import shipped
 from charlm.checkpoint import load_payload
+from charlm.model import CharLM
 from charlm.plan import load_profile, planned_model_ids
 from charlm.train import TrainConfig, train
 from reports import ship
@@ -28,12 +29,21 @@ SHIPPED = sorted(shipped.SHIPPED_ROOT.glob("*/*/*/manifest.json"))
 SHIPPED_BUDGET_BYTES = 60_000_000  # issue 19: the reference models with their snapshots, at most 60 MB
 
 
-def _cpu() -> str:
-    return ship.machine(1)["cpu"] or platform.processor()
+def _same_kernels(recorded: dict) -> bool:
+    """Whether this machine runs the kernels the model was trained with: the same CPU model and the same
+    instruction set torch dispatches to (manifests from before `cpu_capability` was recorded: never assumed)."""
+    here = ship.machine(1)
+    return recorded.get("cpu") == here["cpu"] and recorded.get("cpu_capability") == here["cpu_capability"]
 
 
 @pytest.mark.parametrize("manifest_path", SHIPPED, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
-def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights_bit_for_bit(manifest_path, tmp_path):
+def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights(manifest_path, tmp_path):
+    """Bit for bit on the kernels it was trained with. On another CPU (the next session's machine may be an AMD
+    EPYC where the model was trained on an Intel Xeon, or the reverse) the BLAS and oneDNN kernels sum in another
+    order and the first update differs by about 1e-6 (measured: 1.6e-6 for the War and Peace LSTM, 9.6e-6 for its
+    RNN); there the retrained weights must agree to within 1e-3 of the distance training moved them. Any change to
+    what the recipe computes (learning rate, RMSProp alpha, clipping, batch order, initialisation) moves them by a
+    large fraction of that distance, so the test still fails on a change to the training code."""
     folder = manifest_path.parent
     manifest = json.loads(manifest_path.read_text())
     metrics = json.loads((folder / "metrics.json").read_text())
@@ -51,12 +61,20 @@ def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights_bit_f
     again = load_payload(out / first["file"])["state_dict"]
     recorded = load_payload(folder / first["file"])["state_dict"]
     assert again.keys() == recorded.keys()
-    exact = all(torch.equal(again[k], recorded[k]) for k in again)
-    if manifest["machine"]["cpu"] == _cpu():
-        assert exact, f"{manifest['model_id']}: retrained weights differ from the shipped snapshot: retrain it"
-    else:  # another CPU may round differently in its kernels; a code change moves weights far more than this
-        worst = max(float((again[k] - recorded[k]).abs().max()) for k in again)
-        assert worst < 1e-6, f"{manifest['model_id']}: retrained weights differ by {worst:.2e} (CPU differs too)"
+    if _same_kernels(manifest["machine"]):
+        assert all(torch.equal(again[k], recorded[k]) for k in again), (
+            f"{manifest['model_id']}: retrained weights differ from the shipped snapshot: retrain it"
+        )
+        return
+    torch.manual_seed(config.seed)  # the initialisation, as charlm.train draws it (CPU-independent RNG)
+    init = CharLM(config.model_config(corpus.vocab_size)).state_dict()
+    moved = torch.cat([(recorded[k] - init[k]).flatten() for k in recorded]).norm()
+    off = torch.cat([(again[k] - recorded[k]).flatten() for k in recorded]).norm()
+    assert moved > 0.01, f"{manifest['model_id']}: its first snapshot is its initialisation: nothing to compare"
+    assert off < 1e-3 * moved, (
+        f"{manifest['model_id']}: retrained weights are {off / moved:.1e} of training's step away from the shipped "
+        "snapshot on this CPU (over 1e-3): the training code changed what it computes; retrain it"
+    )
 
 
 def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget():
