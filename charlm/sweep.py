@@ -42,21 +42,35 @@ def executor(scheduler: str | None = None, workers: int | None = None) -> Iterat
             yield pool
 
 
-def run_jobs(pool: Executor, tasks: Iterable[Callable[[], Any]], desc: str = "jobs") -> list[Any]:
+def run_jobs(
+    pool: Executor, tasks: Iterable[Callable[[], Any]], desc: str = "jobs", return_exceptions: bool = False
+) -> list[Any]:
     """Submit every task (a picklable callable, e.g. functools.partial of a top-level function).
 
     Results come back in task order. A failing task does not stop the others (their artifacts
-    are kept); the first error is raised once all have finished.
+    are kept). Once all have finished, the first error is raised; with `return_exceptions`, each
+    failing task's exception takes its place in the results instead (its traceback attached: a
+    local pool chains the worker's as `__cause__`), and nothing is raised. Only `Exception`s are
+    collected: a KeyboardInterrupt, here or from a worker, cancels the jobs not yet started and
+    propagates.
     """
     tasks = list(tasks)
     futures = {pool.submit(task): k for k, task in enumerate(tasks)}
     results: list[Any] = [None] * len(tasks)
     errors = []
-    for future in tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job"):
-        try:
-            results[futures[future]] = future.result()
-        except Exception as err:
-            errors.append(err)
-    if errors:
+    try:
+        progress = tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job")
+        for future in progress:
+            try:
+                results[futures[future]] = future.result()
+            except Exception as err:
+                errors.append(err)
+                results[futures[future]] = err
+                progress.set_postfix(failed=len(errors))
+    except BaseException:
+        for future in futures:
+            future.cancel()
+        raise
+    if errors and not return_exceptions:
         raise errors[0]
     return results

@@ -1,4 +1,8 @@
-"""`python -m reports --profile quick`: train what is missing, run every analysis, render the report."""
+"""`python -m reports --profile quick`: train what is missing, run every analysis, render the report.
+
+Exit status: 0 when every section and model was made; 1 when the report was written but some sections failed or
+some models could not be built (one line on stderr names them and the folder of their tracebacks); 2 on bad input.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ from pathlib import Path
 from charlm.plan import available, load_profile
 from corpora.errors import run_cli
 
-from .pipeline import BUILD_ROOT, RunOptions, run
+from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, run
+
+EXIT_INCOMPLETE = 1  # the report was written without some sections or models
 
 
 def main(argv=None) -> int:
@@ -39,17 +45,15 @@ def main(argv=None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
-    run(
-        RunOptions(
-            profile,
-            args.corpus,
-            args.scheduler,
-            args.workers,
-            args.build_dir,
-            plan_only=args.plan,
-            retrain=args.retrain,
-        )
-    )
+    options = RunOptions(
+        profile, args.corpus, args.scheduler, args.workers, args.build_dir, plan_only=args.plan, retrain=args.retrain,
+        profile_arg=args.profile,
+    )  # fmt: skip
+    try:
+        run(options)
+    except ReportIncomplete as err:
+        print(f"incomplete: {err}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 

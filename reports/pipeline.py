@@ -6,6 +6,12 @@ file their numbers depend on), so a rerun computes only what changed, and an int
 resumes where it stopped. A damaged artifact (a truncated checkpoint, predictions file or n-gram
 model) is found before it is used, recomputed, and said so.
 
+A failure is contained where it happens (issue 23): an analysis that raises, in `compute`, `plot` or anything its
+section calls, becomes a failed section (its one-line error, the command that reproduces it, its traceback in
+<build>/<profile>/logs/<analysis>.log), and a training or baseline job that raises leaves its model out, listed
+with its error at the top of the report; everything else still runs and renders. `run` then raises
+`ReportIncomplete`, which names what failed, so `python -m reports` exits 1 after writing the HTML and PDF.
+
 Nothing here is specific to one analysis: each declares what it needs (`NEEDS`) and gets a
 `analyses.context.Context`; this module only plans, schedules and renders.
 """
@@ -17,9 +23,11 @@ import importlib.metadata
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import time
+import traceback
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -35,7 +43,7 @@ from charlm.shipped import install_shipped, installed
 from charlm.sweep import executor, run_jobs
 from corpora import atomic
 
-from .render import ReportContext, Section, render
+from .render import FailedModel, ReportContext, Section, render
 
 BUILD_ROOT = Path("reports/build")
 PACKAGES = (
@@ -46,6 +54,46 @@ PACKAGES = (
 
 def say(message: str) -> None:
     print(f"[report] {message}", flush=True)
+
+
+# ------------------------------------------------------------------------------------ failures
+
+
+class ReportIncomplete(Exception):
+    """The report was written, but some sections failed or some models could not be built (`failures`: one line
+    each); raised at the end of `run`, so a script or CI sees it, after everything else was written."""
+
+    def __init__(self, html: Path, pdf: Path, failures: list[str], logs: Path):
+        self.html, self.pdf, self.failures, self.logs = html, pdf, failures, logs
+        super().__init__(
+            f"the report was written to {html} and {pdf}, but {'; '.join(failures)}; tracebacks in {logs}/"
+        )
+
+
+def error_line(err: BaseException, limit: int = 300) -> str:
+    """An exception as the report shows it: "ValueError: its first line" (cut to `limit` characters)."""
+    lines = str(err).strip().splitlines()
+    text = f"{type(err).__name__}: {lines[0].strip()}" if lines else type(err).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def write_log(path: Path, err: BaseException, what: str) -> Path:
+    """The full traceback of `err` (a worker's too: a local pool chains it as the cause) to `path`, atomically."""
+    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    atomic.write_text(path, f"{what}\n{stamp}\n\n" + "".join(traceback.format_exception(err)))
+    return path
+
+
+def reproduce_command(name: str, profile: str, corpora_override: list[str] | None, settings: dict) -> str:
+    """The analysis's own CLI on the same models and settings (analyses/common.py analysis_parser): the profile
+    chooses the models, --corpus the corpora a run overrode, --set the profile's [analysis.<name>] settings."""
+    args = ["python", "-m", f"analyses.{name}", "--profile", profile]
+    for corpus in corpora_override or []:
+        args += ["--corpus", str(corpus)]
+    for key, value in settings.items():
+        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        args += ["--set", f"{key}={text}"]
+    return shlex.join(args)
 
 
 # ------------------------------------------------------------------------------------ the plan
@@ -119,65 +167,136 @@ def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int, splits:
     return str(path.parents[2])
 
 
-def analysis_job(name: str, index: list[dict], profile_settings: dict, data_dir: str, env: dict, threads: int) -> dict:
-    """Run one analysis (or read its cached table); returns what its report section needs."""
-    _worker_env(env, threads)
-    module = common.load_analysis(name)
-    frame = pd.DataFrame(index)
-    settings = common.settings(module, profile_settings)
+def analysis_job(
+    name: str,
+    index: list[dict],
+    profile_settings: dict,
+    data_dir: str,
+    env: dict,
+    threads: int,
+    command: str = "",
+    log: str | None = None,
+) -> dict:
+    """Run one analysis (or read its cached table) and build its report section; returns {"name", "status",
+    "seconds", "section"} and, when it raised, "failed" (its one-line error) and "log" (its traceback's file).
+
+    Any exception of the analysis (in compute, plot, caption or any other function its section calls) is caught
+    here, in the worker, where its traceback is whole; its table is then not keyed as good, so the next run
+    computes it again. A KeyboardInterrupt is not caught: it stops the run."""
+    started = time.perf_counter()
     data = Path(data_dir)
     table_path, key_path, figure_path = data / f"{name}.csv", data / f"{name}.key", data / f"{name}.png"
-    key = config_hash(
-        {"analysis": name, "source": common.source_digest(module), "settings": settings,
-         "models": sorted(frame["model_id"] + ":" + frame["digest"].astype(str) + ":" + frame["dir"])},
-        16,
-    )  # fmt: skip
-    started = time.perf_counter()
-    if key_path.exists() and key_path.read_text().strip() == key and table_path.exists():
-        status = "cached"
-    else:
-        ctx = Context(frame, settings, repair=True, say=say)
-        try:
-            df = common.run_module(module, ctx)
-        except MissingInput as err:
-            atomic.write_text(key_path, "")
-            return {"name": name, "missing": str(err), "seconds": time.perf_counter() - started}
-        common.save_table(df, table_path)
-        figure = module.plot(df)
-        if figure is None:  # nothing worth drawing (e.g. text samples)
-            figure_path.unlink(missing_ok=True)
+    stage = "setup"
+    try:
+        _worker_env(env, threads)
+        module = common.load_analysis(name)
+        frame = pd.DataFrame(index)
+        settings = common.settings(module, profile_settings)
+        key = config_hash(
+            {"analysis": name, "source": common.source_digest(module), "settings": settings,
+             "models": sorted(frame["model_id"] + ":" + frame["digest"].astype(str) + ":" + frame["dir"])},
+            16,
+        )  # fmt: skip
+        if key_path.exists() and key_path.read_text().strip() == key and table_path.exists():
+            status = "cached"
         else:
-            common.save_figure(figure, figure_path)
-        atomic.write_text(key_path, key)
-        status = "computed"
-    return {"name": name, "table": str(table_path), "figure": str(figure_path) if figure_path.exists() else None,
-            "status": status, "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+            key_path.unlink(missing_ok=True)  # the table below is not good until every step has run
+            ctx = Context(frame, settings, repair=True, say=say)
+            stage = "compute(ctx)"
+            try:
+                df = common.run_module(module, ctx)
+            except MissingInput as err:
+                result = {"name": name, "missing": str(err), "seconds": round(time.perf_counter() - started, 1)}
+                return {**result, "status": "missing input", "section": section(result)}
+            common.save_table(df, table_path)
+            stage = "plot(df)"
+            figure = module.plot(df)
+            if figure is None:  # nothing worth drawing (e.g. text samples)
+                figure_path.unlink(missing_ok=True)
+            else:
+                common.save_figure(figure, figure_path)
+            status = "computed"
+        result = {"name": name, "table": str(table_path), "figure": str(figure_path) if figure_path.exists() else None,
+                  "status": status}  # fmt: skip
+        stage = "the report section"
+        result["section"] = section(result, raise_errors=True)
+        if status == "computed":
+            atomic.write_text(key_path, key)  # only now: a section that fails to build is computed again next run
+    except Exception as err:
+        key_path.unlink(missing_ok=True)
+        stage = getattr(err, "report_stage", stage)
+        result = failed_result(name, err, stage, command, Path(log) if log else None)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    return result
 
 
-def section(result: dict) -> Section:
-    """A report section from an analysis job's result (the module supplies title, caption, paper numbers)."""
-    module = common.load_analysis(result["name"])
-    base = {"name": result["name"], "title": module.TITLE, "question": module.QUESTION}
+def failed_result(name: str, err: BaseException, stage: str, command: str, log: Path | None) -> dict:
+    """What a failed analysis's section shows: the error, where it happened, how to reproduce it, its traceback."""
+    if command and stage == "plot(df)":
+        command += " " + shlex.join(["--figure", f"{name}.png"])  # the CLI draws only when asked
+    if log is not None:
+        write_log(log, err, f"analysis {name} failed in {stage}; reproduce with: {command}")
+    result = {"name": name, "failed": error_line(err), "stage": stage, "command": command,
+              "log": str(log) if log is not None else "", "status": "FAILED"}  # fmt: skip
+    result["section"] = section(result)
+    return result
+
+
+def _stage(name: str, call, *args):
+    try:
+        return call(*args)
+    except Exception as err:
+        err.report_stage = name  # read by analysis_job: the report says where it failed
+        raise
+
+
+def section(result: dict, raise_errors: bool = False) -> Section:
+    """A report section from an analysis job's result (the module supplies title, caption, paper numbers).
+
+    A result that failed (or whose section cannot be built, unless `raise_errors`) gives a failed section."""
+    name = result["name"]
+    try:
+        module = common.load_analysis(name)
+        base = {"name": name, "title": module.TITLE, "question": module.QUESTION}
+    except Exception:  # the module does not even import: its name stands for its title
+        module, base = None, {"name": name, "title": name, "question": ""}
+    if "failed" in result:
+        return Section(
+            **base, caption="", table=pd.DataFrame(), figure=None, failed=result["failed"],
+            failed_in=result.get("stage", ""), command=result.get("command", ""), log=result.get("log", ""),
+        )  # fmt: skip
     if "missing" in result:
         return Section(
             **base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None,
             missing=result["missing"],
         )  # fmt: skip
-    df = common.read_table(Path(result["table"]))
+    try:
+        df = common.read_table(Path(result["table"]))
+        return _computed_section(module, base, df, result["figure"])
+    except Exception as err:
+        if raise_errors:
+            raise
+        stage = getattr(err, "report_stage", "the report section")
+        return section({**result, "failed": error_line(err), "stage": stage})
+
+
+def _computed_section(module, base: dict, df: pd.DataFrame, figure: str | None) -> Section:
+    def optional(part: str, default):
+        return _stage(f"{part}(df)", getattr(module, part), df) if hasattr(module, part) else default
+
     paper = None
     if hasattr(module, "report_table"):
-        table = module.report_table(df)
+        table = _stage("report_table(df)", module.report_table, df)
     elif hasattr(module, "with_paper"):
-        table = module.with_paper(df)
+        table = _stage("with_paper(df)", module.with_paper, df)
     else:
         table = df
     if not hasattr(module, "with_paper") and hasattr(module, "paper_table"):
-        paper = module.paper_table()
+        paper = _stage("paper_table()", module.paper_table)
     return Section(
-        **base, caption=module.caption(df), table=table, figure=result["figure"], paper_table=paper,
-        paper_source=getattr(module, "PAPER_SOURCE", ""), notes=module.notes(df) if hasattr(module, "notes") else [],
-        summary=module.summary(df) if hasattr(module, "summary") else "",
-        html=module.report_html(df) if hasattr(module, "report_html") else "",
+        **base, caption=_stage("caption(df)", module.caption, df), table=table, figure=figure, paper_table=paper,
+        paper_source=getattr(module, "PAPER_SOURCE", ""), notes=optional("notes", []),
+        summary=optional("summary", ""), html=optional("report_html", ""),
     )  # fmt: skip
 
 
@@ -193,6 +312,8 @@ class RunOptions:
     build_root: Path = BUILD_ROOT
     plan_only: bool = False  # print what would be trained and exit
     retrain: bool = False  # train the profile's shipped models again instead of installing them
+    profile_arg: str | None = None  # the profile as the user named it (a name or a .toml path): for the commands
+    # that reproduce a failed section; None: the profile's name
 
 
 def _versions() -> dict[str, str]:
@@ -254,7 +375,35 @@ def _jobs(profile: Profile, models: list[Planned], problems: dict[str, str | Non
     return ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns  # the biggest n-grams start with the networks
 
 
+_JOB_KINDS = {"train_job": "neural", "ngram_job": "ngram", "nnn_job": "nnn"}
+
+
+def job_model(job: partial, models: list[Planned]) -> Planned:
+    """The model a job of `_jobs` computes (the network of its config, or the baseline of its corpus and order)."""
+    kind = _JOB_KINDS[job.func.__name__]
+    for m in models:
+        if m.kind == kind and (
+            m.config.__dict__ == job.args[0] if kind == "neural" else (m.corpus_arg, m.n) == tuple(job.args[:2])
+        ):
+            return m
+    raise LookupError(f"no planned model for the job {job.func.__name__}{job.args[:2]}")
+
+
+def _model_failures(jobs: list, outcomes: list, models: list[Planned], log_dir: Path) -> list[FailedModel]:
+    """The jobs that raised: their model, one-line error and traceback file (logs/<model id>.log)."""
+    failed = []
+    for job, outcome in zip(jobs, outcomes):
+        if isinstance(outcome, Exception):
+            model = job_model(job, models)
+            log = write_log(log_dir / f"{model.model_id}.log", outcome, f"{model.model_id} ({model.kind}) failed")
+            failed.append(FailedModel(model.model_id, model.corpus.name, error_line(outcome), str(log)))
+            say(f"FAILED {model.model_id}: {error_line(outcome)} (traceback: {log})")
+    return failed
+
+
 def run(options: RunOptions) -> tuple[Path, Path] | None:
+    """Plan, build what is missing, run every analysis, render; returns the HTML and PDF paths (None with
+    `plan_only`). Raises ReportIncomplete after rendering when a section failed or a model could not be built."""
     started = time.perf_counter()
     profile = options.profile
     loaded, models = plan(profile, options.corpora_override, common.orders_read(profile.analyses))
@@ -263,6 +412,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         return None
     out_dir = options.build_root / profile.name
     data_dir = out_dir / "data"
+    log_dir = out_dir / "logs"
+    shutil.rmtree(log_dir, ignore_errors=True)  # the logs say what failed in this run, not in an earlier one
     say(f"profile {profile.name} ({profile.hash}): {profile.description}")
     if profile.wants_gpu:
         say("this profile wants a GPU: on a CPU it takes weeks; continuing anyway")
@@ -302,8 +453,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     phase_seconds = {}
     with executor(scheduler, workers) as pool:
         t0 = time.perf_counter()
-        if jobs:
-            run_jobs(pool, jobs, desc="train and score")
+        outcomes = run_jobs(pool, jobs, desc="train and score", return_exceptions=True) if jobs else []
+        failed_models = _model_failures(jobs, outcomes, models, log_dir)
         phase_seconds["models"] = time.perf_counter() - t0
 
         wanted = {m.model_id for m in models}
@@ -311,15 +462,25 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
         records = index.to_dict("records")
         t0 = time.perf_counter()
-        analysis_tasks = [
-            partial(analysis_job, name, records, profile.analysis.get(name, {}), str(data_dir), env, threads)
+        commands = {
+            name: reproduce_command(name, options.profile_arg or profile.name, options.corpora_override,
+                                    profile.analysis.get(name, {}))
             for name in profile.analyses
-        ]
-        results = run_jobs(pool, analysis_tasks, desc="analyses")
+        }  # fmt: skip
+        analysis_tasks = [
+            partial(analysis_job, name, records, profile.analysis.get(name, {}), str(data_dir), env, threads,
+                    commands[name], str(log_dir / f"{name}.log"))
+            for name in profile.analyses
+        ]  # fmt: skip
+        results = run_jobs(pool, analysis_tasks, desc="analyses", return_exceptions=True)
         phase_seconds["analyses"] = time.perf_counter() - t0
-    for result in results:
-        say(f"analysis {result['name']}: {result.get('status', 'missing input')} ({result['seconds']} s)")
-    sections = [section(r) for r in results]
+    for k, (name, result) in enumerate(zip(profile.analyses, results)):
+        if isinstance(result, Exception):  # the job died outside the analysis (a lost worker, say)
+            results[k] = result = failed_result(name, result, "its worker", commands[name], log_dir / f"{name}.log")
+            result["seconds"] = float("nan")
+        detail = f": {result['failed']} in {result['stage']} (traceback: {result['log']})" if "failed" in result else ""
+        say(f"analysis {name}: {result['status']} ({result['seconds']} s){detail}")
+    sections = [r["section"] for r in results]
 
     ctx = Context(index, repair=True, say=say)
     standing = ctx.standing()
@@ -342,12 +503,22 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         config_hashes={"profile": profile.hash, **{m: m.rsplit("-", 1)[-1] for m in index["model_id"]}},
         generated_at=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         standing=standing_view(standing),
+        failed_models=failed_models,
     )
     say("rendering HTML and PDF")
     html, pdf = render(ctx_report, out_dir)
     phase_seconds["total"] = time.perf_counter() - started
     atomic.write_text(data_dir / "timings.json", json.dumps({k: round(v, 1) for k, v in phase_seconds.items()}))
     say(f"done in {phase_seconds['total']:.0f} s: {html} and {pdf}")
+    failures = []
+    failed_sections = [s.name for s in sections if s.failed]
+    if failed_sections:
+        failures.append(f"{len(failed_sections)} section(s) failed: {', '.join(failed_sections)}")
+    if failed_models:
+        names = ", ".join(m.model for m in failed_models)
+        failures.append(f"{len(failed_models)} model(s) could not be built: {names}")
+    if failures:
+        raise ReportIncomplete(html, pdf, failures, log_dir)
     return html, pdf
 
 

@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 STYLESHEET = "report.css"
 _ANCHOR = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-RESERVED_ANCHORS = {"corpora", "trainings", "contents", "provenance", "findings", "standing", "appendix"}
+RESERVED_ANCHORS = {"corpora", "trainings", "contents", "provenance", "findings", "standing", "appendix", "failures"}
 
 
 @dataclass
@@ -57,6 +57,10 @@ class Section:
     summary: str = ""  # one line for the report's findings: the key number, ours beside the paper's
     html: str = ""  # an interactive fragment the analysis escaped itself (report_html: the activation viewer)
     missing: str = ""  # why the analysis was not computed (its MissingInput sentence); empty when it was
+    failed: str = ""  # the analysis raised: its one-line error ("ValueError: ..."); empty when it did not
+    failed_in: str = ""  # where it raised ("compute(ctx)", "plot(df)", "caption(df)", ...)
+    command: str = ""  # the command that reproduces the failure
+    log: str = ""  # the file holding its traceback
 
     def __post_init__(self) -> None:
         if not _ANCHOR.fullmatch(self.name) or self.name in RESERVED_ANCHORS:
@@ -65,6 +69,16 @@ class Section:
             raise ValueError(f"section {self.name!r}: paper numbers need a paper_source")
         if self.figure is not None:
             self.figure = Path(self.figure)
+
+
+@dataclass
+class FailedModel:
+    """A model (network or baseline) whose training or scoring job raised: the sections that read it lack it."""
+
+    model: str  # model id
+    corpus: str
+    error: str  # one line: "ValueError: ..."
+    log: str  # the file holding its traceback
 
 
 @dataclass
@@ -82,6 +96,11 @@ class ReportContext:
     config_hashes: dict[str, str]
     generated_at: str  # ISO timestamp
     standing: pd.DataFrame | None = None  # where the models stand: test nats beside the n-gram orders they beat
+    failed_models: list[FailedModel] = field(default_factory=list)  # models whose job raised (not in the report)
+
+    @property
+    def failed_sections(self) -> list[Section]:
+        return [s for s in self.sections if s.failed]
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.sections]

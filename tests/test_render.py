@@ -12,6 +12,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from reports.render import (
+    FailedModel,
     ReportContext,
     Section,
     format_cell,
@@ -247,3 +248,44 @@ def test_a_sections_own_fragment_is_inserted_as_is_and_nothing_else_is(tmp_path)
     assert html.count(fragment) == 1
     section = html[html.index(f'id="{ctx.sections[0].name}"') : html.index(f'id="{ctx.sections[1].name}"')]
     assert fragment in section and "&lt;script&gt;alert(1)" in section and "<script>" not in section
+
+
+def test_a_failed_section_and_a_failed_model_are_shown_in_red_with_error_command_and_log(tmp_path):
+    """Issue 23: a section whose analysis raised says so where it stands (error, where, how to reproduce, the
+    traceback's file), the first page lists it and the models that could not be built, all escaped; a section
+    that did not fail shows none of it."""
+    ctx = make_context(tmp_path)
+    failed = Section(
+        name="error_overlap", title="Error overlap", question="Which errors do the models share?", caption="",
+        table=pd.DataFrame(), figure=None, failed=f"ValueError: {HOSTILE}", failed_in="plot(df)",
+        command="python -m analyses.error_overlap --profile smoke-all --set 'split=<test>' --figure error_overlap.png",
+        log="reports/build/smoke-all/logs/error_overlap.log",
+    )  # fmt: skip
+    ctx.sections.insert(1, failed)
+    ctx.failed_models = [FailedModel("gru-L1-H10-s0-6afec9", "warpeace", "RuntimeError: x < y", "logs/gru.log")]
+    html = render_html(ctx, tmp_path / "out").read_text(encoding="utf-8")
+    assert "<script>" not in html and "x < y" not in html
+
+    box = html[html.index('id="error_overlap"') : html.index(f'id="{ctx.sections[2].name}"')]
+    assert 'class="failed"' in box
+    assert f"Failed in plot(df):</strong> <code>ValueError: {ESCAPED}</code>" in box
+    assert "--set &#39;split=&lt;test&gt;&#39; --figure error_overlap.png" in box
+    assert "reports/build/smoke-all/logs/error_overlap.log" in box
+
+    first_page = html[: html.index('id="contents"')]
+    failures = first_page[first_page.index('id="failures"') : first_page.index('id="findings"')]
+    assert "This run is incomplete" in failures
+    assert re.search(rf'href="#error_overlap">Error overlap</a>: <code>ValueError: {re.escape(ESCAPED)}</code> in plot',
+                     failures)  # fmt: skip
+    assert "gru-L1-H10-s0-6afec9" in failures and "RuntimeError: x &lt; y" in failures and "logs/gru.log" in failures
+    findings = first_page[first_page.index('id="findings"') :]
+    assert re.search(r'href="#error_overlap">Error overlap</a>: <span class="failed-tag">failed</span>', findings)
+
+    computed = html[html.index('id="cross_entropy"') : html.index('id="error_overlap"')]
+    assert 'class="failed"' not in computed and "Reproduce" not in computed
+    ctx.sections.remove(failed)
+    ctx.failed_models = []
+    assert 'class="failed' not in render_html(ctx, tmp_path / "clean").read_text(encoding="utf-8")
+
+
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &amp; friends"
