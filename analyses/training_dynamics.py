@@ -319,7 +319,8 @@ def caption(df: pd.DataFrame) -> str:
         if others:
             text += (
                 f" Of all {len(kinds)} models, {sum(k != 'not monotone' for k in kinds.values())} never go back to a "
-                f"lower order; {sum(k in GROWS for k in kinds.values())} grow through three orders or more, "
+                f"lower order; {sum(k in GROWS for k in kinds.values())} of {len(kinds)} rise through three orders or "
+                "more, "
                 f"{sum(k == 'in turn' for k in kinds.values())} of them in turn; "
                 "closest n-NN per snapshot for the others: " + "; ".join(others) + "."
             )

@@ -145,7 +145,7 @@ def test_the_caption_says_the_paper_s_growth_only_through_three_orders_or_more(o
     first = text.split(" Of all")[0]  # the reference model's sentences
     assert said in first and not_said not in first
     grows = sum(training_dynamics.pattern(o) in training_dynamics.GROWS for o in (orders, [1, 2, 3, 4]))
-    assert f"{grows} grow through three orders or more" in text
+    assert f"{grows} of 2 rise through three orders or more" in text
 
 
 def test_the_reference_is_the_deepest_lstm_of_the_largest_budget_row():
