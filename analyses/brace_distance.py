@@ -36,14 +36,15 @@ import seaborn as sns
 from corpora.corpus import CHARRNN_BATCH
 from corpora.errors import run_cli
 
-from .common import analysis_main, headline, lowest_seeds, report_order, short_label, style
+from .common import analysis_main, headline_id, lowest_seeds, report_order, short_label, style
 from .context import Context, MissingInput, Needs
 
 TITLE = "Closing braces: the LSTM against the 20-gram by distance to the open brace"
 QUESTION = "Does a recurrent net predict a '}' better than a 20-gram when its '{' is far back, and how far back?"
 PAPER_SOURCE = "Karpathy et al. (2016), sec 4.3 and Fig 5 left (Linux kernel; qualitative)"
 NGRAM_N = 20  # the paper's 20-gram: 20 characters of context
-NEEDS = Needs(ngram_n=(NGRAM_N,), corpora=("linux",))
+NEEDS = Needs(ngram_n=(NGRAM_N,))  # any corpus of C code (the paper's Linux kernel, or a user's own); prose has no
+# braces and gets compute's one line saying so
 SETTINGS = {
     "split": "test",  # split scored
     "edges": [1, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 150, 200, 300, 500, 1000],  # bucket starts (characters)
@@ -115,8 +116,9 @@ def split_braces(ctx: Context, row: pd.Series, split: str = "test") -> Braces:
 
 def _no_braces(row: pd.Series) -> MissingInput:
     return MissingInput(
-        f"brace_distance needs C code, and the {row['corpus']} test split has no matched braces: train models on "
-        "the Linux kernel with `python -m reports --profile quick` (or charlm.train --corpus linux)"
+        f"no braces: the {row['corpus']} test split has no matched braces of C code (brace_distance reads C): train "
+        "models on C text (the Linux kernel: `python -m reports --profile quick`, or "
+        "`python -m charlm.train --corpus linux`, or your own C file with --corpus PATH)"
     )
 
 
@@ -179,8 +181,8 @@ def compute(ctx: Context) -> pd.DataFrame:
         for _, model in lowest_seeds(models).iterrows():
             preds = ctx.predictions(model, split)
             per_model.append((model, float(preds.nll.mean()), preds.p_correct[at]))
-        best = headline([m["arch"] for m, _, _ in per_model], [ce for _, ce, _ in per_model])
-        for i, (model, ce, p_model) in enumerate(per_model):
+        best = headline_id(lowest_seeds(models))  # the one headline rule (charlm.plan)
+        for model, ce, p_model in per_model:
             diff = p_model - p_ngram
             for b, (lo, hi) in enumerate(zip(starts, ends)):
                 inside = bucket == b
@@ -188,7 +190,7 @@ def compute(ctx: Context) -> pd.DataFrame:
                 rows.append({
                     "corpus": model["corpus"], "model": short_label(model), "arch": model["arch"],
                     "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
-                    "seed": int(model["seed"]), "headline": i == best, "model_ce": ce,
+                    "seed": int(model["seed"]), "headline": model["model_id"] == best, "model_ce": ce,
                     "ngram_ce": ngram_ce, "bucket": f"{lo}-{hi - 1}", "distance_from": int(lo),
                     "distance_to": int(hi - 1), "median_distance": float(np.median(braces.distance[inside])),
                     "braces": int(inside.sum()), "p_model": float(p_model[inside].mean()),
@@ -269,8 +271,8 @@ def caption(df: pd.DataFrame) -> str:
         if h["model_ce"] > h["ngram_ce"]:
             parts.append(
                 f"The {h['model']} is weaker than the 20-gram overall ({h['model_ce']:.3f} against "
-                f"{h['ngram_ce']:.3f} nats/char): the quick profile's 1-layer models, trained on a few million "
-                "characters, may not have learned the brace structure the paper's 3-layer LSTM of 512 had."
+                f"{h['ngram_ce']:.3f} nats/char): it may not have learned the brace structure the paper's 3-layer LSTM "
+                "of 512 had."
             )
     parts.append(
         f"Paper (Fig 5 left): {PAPER_CLAIM}. Intervals: {int(df['braces'].min())}+ braces per bucket, 95% "

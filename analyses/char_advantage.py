@@ -29,7 +29,7 @@ import seaborn as sns
 from charlm.score import byte_label
 from corpora.errors import run_cli
 
-from .common import analysis_main, headline, lowest_seeds, report_order, short_label, style
+from .common import analysis_main, headline_id, lowest_seeds, report_order, short_label, style
 from .context import Context, Needs
 
 TITLE = "Per-character advantage of the recurrent nets over the 20-gram"
@@ -82,8 +82,8 @@ def compute(ctx: Context) -> pd.DataFrame:
                 raise ValueError(f"{model['model_id']} and the 20-gram scored different texts")
             _, model_mean = mean_by_character(targets, preds.p_correct, vocab.size)
             per_model.append((model, float(preds.nll.mean()), model_mean))
-        best = headline([m["arch"] for m, _, _ in per_model], [ce for _, ce, _ in per_model])
-        for i, (model, ce, model_mean) in enumerate(per_model):
+        best = headline_id(lowest_seeds(models))  # the one headline rule (charlm.plan)
+        for model, ce, model_mean in per_model:
             advantage = model_mean[seen] - ngram_mean[seen]  # (C,) over the characters seen in the split
             ranked = counts[seen] >= min_count
             order = np.argsort(-np.where(ranked, advantage, np.nan), kind="stable")  # NaNs (unranked) sort last
@@ -92,11 +92,18 @@ def compute(ctx: Context) -> pd.DataFrame:
             loses_rank = np.full(seen.size, np.nan)
             loses_rank[order[: ranked.sum()][::-1]] = np.arange(1, ranked.sum() + 1)
             for j, v in enumerate(seen):
-                side = "model" if wins_rank[j] <= top else "20-gram" if loses_rank[j] <= top else "neither"
+                # a character is a side's win only where that side is ahead: with fewer than `top` characters in
+                # its favour, a side's list is shorter (not padded with its smallest losses)
+                side = (
+                    "model" if wins_rank[j] <= top and advantage[j] > 0
+                    else "20-gram" if loses_rank[j] <= top and advantage[j] < 0
+                    else "neither"
+                )  # fmt: skip
                 rows.append({
                     "corpus": model["corpus"], "model": short_label(model), "arch": model["arch"],
                     "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
-                    "seed": int(model["seed"]), "headline": i == best, "model_ce": ce, "ngram_ce": ngram_ce,
+                    "seed": int(model["seed"]), "headline": model["model_id"] == best, "model_ce": ce,
+                    "ngram_ce": ngram_ce,
                     "byte": int(vocab[v]), "char": visible(int(vocab[v])), "count": int(counts[v]),
                     "p_model": float(model_mean[v]), "p_ngram": float(ngram_mean[v]),
                     "advantage": float(advantage[j]), "model_rank": wins_rank[j], "ngram_rank": loses_rank[j],
@@ -162,12 +169,18 @@ def caption(df: pd.DataFrame) -> str:
         name = h["model"]
         w = wins[(wins["corpus"] == corpus) & (wins["model"] == name)]
         lo = losses[(losses["corpus"] == corpus) & (losses["model"] == name)]
+        ahead, behind = int((head["advantage"] > 0).sum()), int((head["advantage"] < 0).sum())
+        tied = len(head) - ahead - behind
         parts.append(
-            f"On {corpus} the {name} ({h['model_ce']:.3f} nats/char, 20-gram {h['ngram_ce']:.3f}) wins most on "
-            f"{_listing(w, 5)}, and the 20-gram most on {_listing(lo, 5)}."
+            f"On {corpus} the {name} ({h['model_ce']:.3f} nats/char, 20-gram {h['ngram_ce']:.3f}) "
+            + (f"wins most on {_listing(w, 5)}" if len(w) else "wins on no ranked character")
+            + ", and the 20-gram "
+            + (f"most on {_listing(lo, 5)}." if len(lo) else "on no ranked character.")
         )
-        ahead = (head["advantage"] > 0).sum()
-        parts.append(f"The {name} is ahead on {ahead} of the {len(head)} characters.")
+        parts.append(
+            f"Of the {len(head)} characters of the test split, the {name} gives the higher mean p(correct) on "
+            f"{ahead} and the 20-gram on {behind}" + (f" ({tied} tied)." if tied else ".")
+        )
         structural = w[w["byte"].isin(STRUCTURAL)]
         if corpus == "linux" or structural.shape[0]:
             parts.append(
@@ -181,22 +194,30 @@ def caption(df: pd.DataFrame) -> str:
         models = sub.drop_duplicates("model")["model"]
         top = wins[wins["corpus"] == corpus]
         structural_per_model = top[top["byte"].isin(STRUCTURAL)].groupby("model").size().reindex(models, fill_value=0)
+        longest = int(top.groupby("model").size().max()) if len(top) else 0
         parts.append(
             f"Across the {len(models)} recurrent configurations, whitespace and brackets fill "
-            f"{structural_per_model.min()} to {structural_per_model.max()} of the top {len(w)}."
+            f"{structural_per_model.min()} to {structural_per_model.max()} of their top lists (up to {longest} "
+            "characters each, only characters where the model is ahead)."
         )
         carriage = top[top["byte"] == ord("\r")]
         if (sub["byte"] == ord("\r")).any():
             listing = ", ".join(f"{r['model']} (rank {int(r['model_rank'])})" for _, r in carriage.iterrows())
             parts.append(
-                f"The carriage return is among the top {len(w)} of {len(carriage)} of them"
+                f"The carriage return is among the top characters of {len(carriage)} of them"
                 + (f": {listing}." if listing else ".")
             )
         if h["model_ce"] > h["ngram_ce"]:
             parts.append(
                 f"This {name} is weaker than the 20-gram overall ({h['model_ce']:.3f} against {h['ngram_ce']:.3f} "
-                "nats/char), as the quick profile's small models trained on a few million characters are: it is "
-                "behind on most characters, and the paper's pattern can only show among the few where it is not."
+                "nats/char)"
+                + (
+                    ", and behind it on most characters: the paper's pattern can only show among the few where it is "
+                    "not."
+                    if behind > ahead
+                    else ", yet ahead on as many characters or more: cross-entropy weighs characters by their "
+                    "frequency and by log-probability, the per-character means do not."
+                )
             )
         if corpus in PAPER:
             parts.append(f"Paper: {PAPER[corpus]}.")
@@ -213,7 +234,9 @@ def summary(df: pd.DataFrame) -> str:
     for corpus, sub in df[df["headline"]].groupby("corpus", sort=False):
         name = sub["model"].iloc[0]
         w = wins[(wins["corpus"] == corpus) & (wins["model"] == name)]
-        items.append(f"{corpus}: {name} beats the 20-gram most on {' '.join(w['char'].head(5))}")
+        ahead, behind = int((sub["advantage"] > 0).sum()), int((sub["advantage"] < 0).sum())
+        most = f", most on {' '.join(w['char'].head(5))}" if len(w) else ""
+        items.append(f"{corpus}: {name} ahead of the 20-gram on {ahead} characters, behind on {behind}{most}")
     return "; ".join(items) + " (paper: whitespace and brackets on Linux, the carriage return on War and Peace)"
 
 

@@ -139,10 +139,25 @@ def lowest_seeds(models: pd.DataFrame) -> pd.DataFrame:
     return models.sort_values(["group_id", "seed"]).groupby("group_id").head(1)
 
 
-def headline(archs, losses) -> int:
-    """Index of the headline model: the LSTM of lowest loss, else the model of lowest loss (ties: the first)."""
-    candidates = [i for i, arch in enumerate(archs) if arch == "lstm"] or range(len(losses))
-    return min(candidates, key=lambda i: losses[i])
+def headline_id(models: pd.DataFrame) -> str | None:
+    """The model_id of the headline LSTM among `models` (one corpus's rows: arch, layers, size, budget, seed, and
+    dropout where known), by the one rule of charlm.plan (headline_key): the largest budget row, the deepest, the
+    lowest dropout, the lowest seed. Every section that details "the LSTM" asks this function. Without an LSTM the
+    same rule picks among the first architecture in report order (arch_rank), so a section still has a model to
+    detail; None for no models."""
+    from charlm.plan import HEADLINE_ARCH, headline_key
+
+    if models.empty:
+        return None
+    rank = models["arch"].map(arch_rank)
+    pool = (
+        models[models["arch"] == HEADLINE_ARCH]
+        if (models["arch"] == HEADLINE_ARCH).any()
+        else models[rank == rank.min()]
+    )
+    dropout = pool["dropout"] if "dropout" in pool else pd.Series(0.0, index=pool.index)
+    keys = [headline_key(r["budget"], r["size"], r["layers"], dropout[k], r["seed"]) for k, r in pool.iterrows()]
+    return pool["model_id"].iloc[min(range(len(keys)), key=keys.__getitem__)]
 
 
 def report_order(df: pd.DataFrame, *then: str, descending: tuple[str, ...] = ()) -> pd.DataFrame:

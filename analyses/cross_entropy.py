@@ -16,7 +16,7 @@ import seaborn as sns
 from charlm.predictions import LN2
 from corpora.errors import run_cli
 
-from .common import BRIEF_TRAINING, analysis_main, style
+from .common import BRIEF_TRAINING, analysis_main, headline_id, style
 from .context import Context
 
 TITLE = "Test cross-entropy of every model"
@@ -103,6 +103,24 @@ def plot(df: pd.DataFrame):
     return fig
 
 
+def _headline_sentence(sub: pd.DataFrame) -> str:
+    """Where the model the other sections detail (the headline LSTM, analyses.common.headline_id) stands."""
+    h = sub[sub["model_id"] == headline_id(sub)].iloc[0]
+    lstm = sub[sub["arch"] == h["arch"]]
+    best = lstm.loc[lstm["ce_nats"].idxmin()]
+    name = f"{int(h['layers'])}-layer {h['arch'].upper()} of width {int(h['size'])}"
+    where = (
+        f"the best {h['arch'].upper()} here"
+        if best["model_id"] == h["model_id"]
+        else f"{h['ce_nats'] - best['ce_nats']:.3f} nats behind the best {h['arch'].upper()} here (the "
+        f"{int(best['layers'])}-layer of width {int(best['size'])}, seed {int(best['seed'])})"
+    )
+    return (
+        f"The headline model the other sections detail (largest budget row, deepest, lowest seed) is the {name}, seed "
+        f"{int(h['seed'])}, at {h['ce_nats']:.3f} nats/char: {where}."
+    )
+
+
 def caption(df: pd.DataFrame) -> str:
     parts = []
     for corpus, sub in df.groupby("corpus"):
@@ -115,6 +133,7 @@ def caption(df: pd.DataFrame) -> str:
             f"{best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char ({best['ce_bits']:.3f} bits); best per type: "
             f"{ranking}."
         )
+        parts.append(_headline_sentence(sub))
     parts.append(
         "Every model of a budget row has nearly the parameters of a 1-layer LSTM of that width (Karpathy et al. "
         "sec 4.1), so deeper models are narrower. Bootstrap standard deviations (100 resamples of test positions) "

@@ -5,15 +5,18 @@ Every model, recurrent or baseline (KenLM n-grams, n-NNs), is read at the same f
 
 - agreement(a, b): the fraction of those positions where models a and b put their highest probability on the same
   character (sec 4.1: "the fraction of times that each pair of models agree on the most likely character");
-- distance(a, b) for the embedding: the root mean square over positions of the Hellinger distance between the two
-  predictive distributions, H(p, q) = sqrt(1/2 sum_v (sqrt p_v - sqrt q_v)^2), in [0, 1];
-- a 2-D t-SNE (scikit-learn, precomputed distances) of the models of one corpus, drawn as in Fig 1 right: colour by
-  type, size by budget, marker by depth.
+- distance(a, b) for the embedding: by default the paper's, 1 - agreement (sec 4.1: "we computed the fraction of
+  times that each pair of models agree on the most likely character and use it to render a t-SNE"; "we found this
+  more stable and robust than the KL divergence"); `--set distance=hellinger` embeds from the probabilities
+  instead (Fig 1's caption says "based on the probabilities"): the root mean square over positions of the
+  Hellinger distance H(p, q) = sqrt(1/2 sum_v (sqrt p_v - sqrt q_v)^2), in [0, 1];
+- a 2-D t-SNE (scikit-learn, precomputed distances) of the recurrent models of one corpus, drawn as in Fig 1 right:
+  colour by type, size by budget, marker by depth. The paper's figure holds its recurrent nets only; the baselines
+  (KenLM n-grams, n-NNs) stay out of the embedding, so they cannot move its layout, and are shown apart, in the
+  agreement heatmap and the table (`--set embed_baselines=true` embeds them too).
 
-The paper rendered its t-SNE from the agreement ("we found this more stable and robust than the KL divergence");
-its figure caption says "based on the probabilities". We embed from the probabilities by default and offer the
-paper's choice as `--set distance=disagreement` (1 - agreement). Two models with identical predictions have
-distance 0 and agreement 1 either way, so they sit together.
+Two models with identical predictions have distance 0 and agreement 1 either way, so they sit together. The
+captions compare types by architecture: the GRU is either form (`gru-paper`, the papers', when both are there).
 """
 
 from __future__ import annotations
@@ -42,11 +45,13 @@ PAPER_SOURCE = (
 NEEDS = Needs()  # it reads every model the profile built, baselines included
 SETTINGS = {
     "split": "test",  # split whose sample of positions is read
-    "distance": "hellinger",  # embedding distance: hellinger (from the probabilities) or disagreement (sec 4.1)
+    "distance": "disagreement",  # embedding distance: disagreement (1 - agreement, sec 4.1) or hellinger
+    "embed_baselines": False,  # also embed the n-gram and n-NN baselines (the paper's t-SNE holds recurrent nets)
     "perplexity": 30.0,  # t-SNE perplexity; lowered to (models - 1) / 3 when a corpus has few models
     "seed": 0,  # t-SNE random state
 }
-DISTANCES = ("hellinger", "disagreement")
+DISTANCES = ("disagreement", "hellinger")
+GRU_FORMS = ("gru-paper", "gru")  # the GRU a caption compares, in order of preference (the papers' form first)
 TYPE_LABELS = {**ARCH_LABELS, "ngram": "n-gram (KenLM)", "nnn": "n-NN"}
 IDENTICAL = 1e-6  # a distance this small is two copies of the same predictions (float16 resolution is 5e-4)
 CHUNK = 2_000  # positions per block of the Hellinger Gram matrix (bounds memory for many models)
@@ -118,6 +123,8 @@ def compute(ctx: Context) -> pd.DataFrame:
     split, how = ctx.settings["split"], ctx.settings["distance"]
     if how not in DISTANCES:
         raise UserError(f"distance must be one of {', '.join(DISTANCES)}, got {how!r}")
+    if not isinstance(ctx.settings["embed_baselines"], bool):
+        raise UserError(f"embed_baselines must be true or false, got {ctx.settings['embed_baselines']!r}")
     frames = []
     for key in ctx.corpus_keys():
         neural = ctx.models(corpus=key, required=False)
@@ -135,7 +142,13 @@ def compute(ctx: Context) -> pd.DataFrame:
             ce.append(float(preds.nll.mean()))
         agree = agreement_matrix(np.stack(argmax))
         hell = hellinger_matrix(logps)
-        coords = embed(hell if how == "hellinger" else 1.0 - agree, ctx.settings["perplexity"], ctx.settings["seed"])
+        distance = hell if how == "hellinger" else 1.0 - agree
+        embedded = np.flatnonzero(
+            np.ones(len(models), bool) if ctx.settings["embed_baselines"] else models["family"].to_numpy() == "neural"
+        )  # the recurrent nets, as Fig 1 right (a corpus of baselines only: those)
+        embedded = embedded if embedded.size else np.arange(len(models))
+        coords = np.full((len(models), 2), np.nan)  # a baseline left out of the embedding has no point
+        coords[embedded] = embed(distance[np.ix_(embedded, embedded)], ctx.settings["perplexity"], ctx.settings["seed"])
         described = pd.DataFrame([_describe(r) for _, r in models.iterrows()])
         m = len(models)
         a, b = np.repeat(np.arange(m), m), np.tile(np.arange(m), m)
@@ -146,7 +159,9 @@ def compute(ctx: Context) -> pd.DataFrame:
             "budget": described["budget"].to_numpy()[a], "layers": described["layers"].to_numpy()[a],
             "n": described["n"].to_numpy()[a], "ce_nats": np.array(ce)[a],
             "tsne_x": coords[a, 0], "tsne_y": coords[a, 1],
+            "embedded": np.isin(np.arange(m), embedded)[a],
             "other_id": models["model_id"].to_numpy()[b], "other_label": described["label"].to_numpy()[b],
+            "other_arch": models["arch"].to_numpy()[b],
             "other_type": described["type"].to_numpy()[b], "other_budget": described["budget"].to_numpy()[b],
             "agreement": agree[a, b], "hellinger": hell[a, b],
             "positions": positions.size, "embedded_by": how,
@@ -173,24 +188,36 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def type_agreement(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean agreement between the recurrent models of two types within one budget row (distinct models only).
+    """Mean agreement between the recurrent models of two architectures within one budget row (distinct models only).
 
     Within a budget, so that an LSTM of another size does not dilute the LSTM-GRU comparison; LSTM with LSTM is the
     agreement between seeds, the yardstick for the others.
     """
     df = df.assign(budget=df["budget"].fillna(-1), other_budget=df["other_budget"].fillna(-1))  # -1: no budget row
     pairs = df[(df["model_id"] != df["other_id"]) & (df["budget"] == df["other_budget"]) & (df["family"] == "neural")]
-    return pairs.groupby(["corpus", "budget", "type", "other_type"], as_index=False)["agreement"].mean()
+    return pairs.groupby(["corpus", "budget", "arch", "other_arch"], as_index=False)["agreement"].mean()
+
+
+PAPER_TYPES = ("lstm", "rnn", *GRU_FORMS)  # the types of Fig 1 right
 
 
 def _reference_budget(df: pd.DataFrame, corpus: str) -> float | None:
-    """The budget row the caption compares types in: the one with the most recurrent types (the largest on ties)."""
+    """The budget row the caption compares types in: the one with most of the paper's types, LSTM, GRU (either
+    form) and RNN (the largest on ties); -1 stands for models sized to no row."""
     neural = df[(df["corpus"] == corpus) & (df["family"] == "neural")].drop_duplicates("model_id")
     if neural.empty:
         return None
-    neural = neural.assign(budget=neural["budget"].fillna(-1))  # -1: sized to no budget row
-    types = neural.groupby("budget")["type"].nunique()
+    neural = neural.assign(budget=neural["budget"].fillna(-1), kind=neural["arch"].replace({"gru-paper": "gru"}))
+    types = neural[neural["arch"].isin(PAPER_TYPES)].groupby("budget")["kind"].nunique()
+    if types.empty:
+        return None
     return float(types[types == types.max()].index.max())
+
+
+def _gru(table: pd.DataFrame, corpus: str, budget: float | None) -> str | None:
+    """The GRU the caption compares in a budget row: the papers' form when there, else torch's; None without one."""
+    here = set(table.loc[(table["corpus"] == corpus) & (table["budget"] == budget), "arch"])
+    return next((g for g in GRU_FORMS if g in here), None)
 
 
 def plot(df: pd.DataFrame):
@@ -204,7 +231,8 @@ def plot(df: pd.DataFrame):
     markers = {0: "X", 1: "o", 2: "s", 3: "^"}
     for (ax, heat), corpus in zip(axes, corpora_):
         sub = df[df["corpus"] == corpus]
-        models = sub.drop_duplicates("model_id").copy()
+        everyone = sub.drop_duplicates("model_id")
+        models = everyone[everyone["embedded"]].copy()  # the baselines left out of the embedding: heatmap only
         largest = models["budget"].max()  # marker area grows with the budget; baselines get a small fixed one
         models["point"] = (60 + 220 * models["budget"] / largest).fillna(50.0)
         models["depth"] = models["layers"].map(lambda l: "baseline" if l == 0 else f"{l} layer{'s' * (l > 1)}")
@@ -221,11 +249,12 @@ def plot(df: pd.DataFrame):
         depths = models.drop_duplicates("layers").sort_values("layers")[["layers", "depth"]].to_numpy()
         handles += [plt.Line2D([], [], ls="", marker=markers.get(d, "D"), color="grey", label=lab) for d, lab in depths]
         ax.legend(handles=handles, fontsize=7, loc="best", title="type / depth (size: budget)", title_fontsize=7)
-        ax.set_title(f"{corpus}: t-SNE of models ({models['embedded_by'].iloc[0]} distance, "
+        what = "models" if len(models) == len(everyone) else "recurrent models"
+        ax.set_title(f"{corpus}: t-SNE of {what} ({models['embedded_by'].iloc[0]} distance, "
                      f"{int(models['positions'].iloc[0]):,} test positions)")  # fmt: skip
         ax.set_xlabel("t-SNE 1")
         ax.set_ylabel("t-SNE 2")
-        order = list(models["label"])
+        order = list(everyone["label"])  # recurrent nets first, then the baselines
         grid = sub.pivot(index="label", columns="other_label", values="agreement").loc[order, order]
         low = np.floor(10 * sub["agreement"].min()) / 10  # the colours span the agreements there are
         sns.heatmap(grid, ax=heat, cmap="viridis", vmin=low, vmax=1, square=True, xticklabels=True, yticklabels=True,
@@ -238,39 +267,53 @@ def plot(df: pd.DataFrame):
     return fig
 
 
-def _pair(table: pd.DataFrame, corpus: str, budget: float | None, a: str, b: str) -> float | None:
-    hit = table[(table["corpus"] == corpus) & (table["budget"] == budget) & (table["type"] == a)
-                & (table["other_type"] == b)]  # fmt: skip
+def _pair(table: pd.DataFrame, corpus: str, budget: float | None, a: str | None, b: str | None) -> float | None:
+    hit = table[(table["corpus"] == corpus) & (table["budget"] == budget) & (table["arch"] == a)
+                & (table["other_arch"] == b)]  # fmt: skip
     return float(hit["agreement"].iloc[0]) if len(hit) else None
+
+
+def _type_sentence(df: pd.DataFrame, types: pd.DataFrame, corpus: str) -> str:
+    """The paper's claim tested in one budget row: are the LSTM and GRU closer to each other than to the RNN?"""
+    budget = _reference_budget(df, corpus)
+    gru = _gru(types, corpus, budget)
+    lstm_gru, lstm_rnn, gru_rnn = (
+        _pair(types, corpus, budget, *p) for p in (("lstm", gru), ("lstm", "rnn"), (gru, "rnn"))
+    )
+    if None in (lstm_gru, lstm_rnn, gru_rnn):
+        return ""
+    name = ARCH_LABELS[gru]
+    closer = lstm_gru > max(lstm_rnn, gru_rnn)
+    seeds = _pair(types, corpus, budget, "lstm", "lstm")
+    text = (
+        (f", in the {budget:.0f} budget row" if budget > 0 else ", among models of no budget row")
+        + f" the LSTM and the {name} agree on the most likely character at {100 * lstm_gru:.1f} % of positions, "
+        f"the LSTM and RNN at {100 * lstm_rnn:.1f} %, the {name} and RNN at {100 * gru_rnn:.1f} %"
+        + (f" (LSTM seeds with each other: {100 * seeds:.1f} %)" if seeds is not None else "")
+        + ": LSTM and GRU are "
+        + (
+            "closer to each other than either is to the RNN, as in the paper"
+            if closer
+            else "not closer to each other than to the RNN, unlike the paper"
+        )  # fmt: skip
+        + " (paper: LSTM and GRU similar, RNNs their own cluster)"
+    )
+    margin = lstm_gru - max(lstm_rnn, gru_rnn)
+    if closer and margin < 0.05:  # under 5 points: a faint separation, said as such
+        text += (
+            f", but by only {100 * margin:+.1f} points over the closer RNN pair: the paper's clusters show faintly at "
+            "most"
+        )
+    return text
 
 
 def caption(df: pd.DataFrame) -> str:
     parts = []
     types = type_agreement(df)
     for corpus, sub in df.groupby("corpus", sort=False):
-        budget = _reference_budget(df, corpus)
-        lstm_gru, lstm_rnn, gru_rnn = (
-            _pair(types, corpus, budget, *p) for p in (("LSTM", "GRU"), ("LSTM", "RNN"), ("GRU", "RNN"))
-        )
         n_models = sub["model_id"].nunique()
         text = f"On {corpus} ({n_models} models, {int(sub['positions'].iloc[0]):,} test positions)"
-        if None not in (lstm_gru, lstm_rnn, gru_rnn):
-            closer = "closer to each other than either is to the RNN" if lstm_gru > max(lstm_rnn, gru_rnn) else (
-                "not closer to each other than to the RNN")  # fmt: skip
-            seeds = _pair(types, corpus, budget, "LSTM", "LSTM")
-            text += (
-                (f", in the {budget:.0f} budget row" if budget > 0 else ", among models of no budget row")
-                + " the LSTM and GRU agree on the most likely character at "
-                f"{100 * lstm_gru:.1f} % of positions, the LSTM and RNN at {100 * lstm_rnn:.1f} %, the GRU and RNN at "
-                f"{100 * gru_rnn:.1f} %"
-                + (f" (LSTM seeds with each other: {100 * seeds:.1f} %)" if seeds is not None else "")
-                + f": LSTM and GRU are {closer} (paper: LSTM and GRU similar, RNNs their own cluster)"
-            )
-            if abs(lstm_gru - lstm_rnn) < 0.05:  # under 5 points: a faint separation, said as such
-                text += (
-                    f", but by only {100 * (lstm_gru - lstm_rnn):+.1f} points: these small, briefly trained models "
-                    "show the paper's clusters faintly at most"
-                )
+        text += _type_sentence(df, types, corpus)
         models = per_model(sub)
         neural = models[models["layers"] > 0]
         if len(neural):
@@ -280,12 +323,24 @@ def caption(df: pd.DataFrame) -> str:
                 text += (f"; the baseline closest to a recurrent model is the {best['label']} "
                          f"({100 * best['agreement']:.1f} % agreement with {best['other_label']})")  # fmt: skip
         parts.append(text + ".")
+    how = (
+        "1 - argmax agreement, as in the paper's sec 4.1"
+        if df["embedded_by"].iloc[0] == "disagreement"
+        else "the models' root-mean-square Hellinger distances between predictive distributions"
+    )
+    baselines = df.drop_duplicates(["corpus", "model_id"])
+    baselines = baselines[baselines["family"] != "neural"]
     parts.append(
-        "The embedding is a t-SNE of the models' root-mean-square Hellinger distances between predictive "
-        "distributions (perplexity lowered to a third of the models when there are few); its axes have no units and "
-        "only neighbourhoods mean something."
-        if df["embedded_by"].iloc[0] == "hellinger"
-        else "The embedding is a t-SNE of 1 - argmax agreement, as in the paper's sec 4.1."
+        f"The embedding is a t-SNE of {how} (perplexity lowered to a third of the models when there are few); its "
+        "axes have no units and only neighbourhoods mean something."
+        + (
+            ""
+            if baselines.empty
+            else " The n-gram and n-NN baselines are embedded with them."
+            if baselines["embedded"].all()
+            else " As in the paper, it holds the recurrent nets only: the baselines are in the agreement heatmap "
+            "and the table."
+        )
     )
     return " ".join(parts)
 
@@ -295,9 +350,10 @@ def summary(df: pd.DataFrame) -> str:
     items = []
     for corpus in dict.fromkeys(df["corpus"]):
         budget = _reference_budget(df, corpus)
-        lg, lr = (_pair(types, corpus, budget, "LSTM", other) for other in ("GRU", "RNN"))
+        gru = _gru(types, corpus, budget)
+        lg, lr = (_pair(types, corpus, budget, "lstm", other) for other in (gru, "rnn"))
         if lg is not None and lr is not None:
-            items.append(f"{corpus}: LSTM-GRU agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
+            items.append(f"{corpus}: LSTM-{ARCH_LABELS[gru]} agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
     return "; ".join(items) + " (paper: LSTM and GRU similar, RNNs apart)" if items else ""
 
 
@@ -306,11 +362,16 @@ def notes(df: pd.DataFrame) -> list[str]:
         "Distributions are stored in float16 (charlm.predictions): the Hellinger distances carry a relative error "
         "of about 2^-11; argmaxes and agreements are exact.",
         "The paper's figure holds the RNN, GRU and LSTM of every depth and budget on War and Peace; ours holds every "
-        "model of this profile, baselines included, and one embedding per corpus.",
+        "recurrent net of this profile (Levy's ablations too), one embedding per corpus"
+        + (
+            ", and the baselines."
+            if df.loc[df["family"] != "neural", "embedded"].all()
+            else "; the n-gram and n-NN "
+            "baselines are in the heatmap and the table, not in the embedding (`--set embed_baselines=true`)."
+        ),
     ]
     if df["layers"].max() <= 1:
-        out.append("All recurrent models here have one layer, so the marker (depth) separates only recurrent models "
-                   "from baselines.")  # fmt: skip
+        out.append("All recurrent models here have one layer, so the marker (depth) does not vary among them.")
     return out
 
 

@@ -40,7 +40,7 @@ import seaborn as sns
 from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, arch_rank, report_order, source_digest, style
+from .common import analysis_main, arch_rank, headline_id, report_order, source_digest, style
 from .context import Context, Needs
 
 TITLE = "Peeling the onion: error categories"
@@ -204,16 +204,17 @@ def _oracle_codes(ctx: Context, key: str, text: bytes) -> np.ndarray:
 
 
 def _roles(models: pd.DataFrame) -> dict[str, str]:
-    """The paper's two models: the best LSTM (on validation) of the largest and of the smallest budget row (of the
-    largest and smallest width where a model has no budget row)."""
-    lstm = models[models["arch"] == "lstm"].assign(scale=lambda d: d["budget"].fillna(d["size"]).astype(float))
+    """The paper's two models (sec 4.4: "our best LSTM model and [...] the best LSTM model in the smallest model
+    category"): "large" is the headline LSTM of the suite's one rule (analyses.common.headline_id: the largest budget
+    row, the deepest, the lowest seed), "small" the same rule within the smallest budget row (width, where a model
+    has no row), when that row is smaller."""
+    lstm = models[models["arch"] == "lstm"]
     if lstm.empty:
         return {}
-    largest = lstm[lstm["scale"] == lstm["scale"].max()]
-    roles = {largest.loc[largest["val_loss"].idxmin(), "model_id"]: "large"}
-    smallest = lstm[lstm["scale"] == lstm["scale"].min()]
-    if smallest["scale"].iloc[0] < largest["scale"].iloc[0]:
-        roles[smallest.loc[smallest["val_loss"].idxmin(), "model_id"]] = "small"
+    scale = lstm["budget"].fillna(lstm["size"]).astype(float)
+    roles = {headline_id(lstm): "large"}
+    if scale.min() < scale.max():
+        roles[headline_id(lstm[scale == scale.min()])] = "small"
     return roles
 
 

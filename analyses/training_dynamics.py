@@ -35,7 +35,7 @@ from charlm.model import ARCH_LABELS
 from charlm.predictions import FLOAT16_UNIT, sample_positions
 from corpora.errors import run_cli
 
-from .common import analysis_main, report_order, source_digest, style
+from .common import analysis_main, headline_id, report_order, source_digest, style
 from .context import Context, MissingInput, Needs
 
 TITLE = "Training dynamics against n-NN and n-gram baselines"
@@ -203,22 +203,31 @@ def resolved(df: pd.DataFrame) -> pd.Series:
     return first_two.apply(lambda g: len(g) < 2 or np.diff(g["sym_kl"].to_numpy())[0] > g["kl_bound"].sum())
 
 
+GROWS = ("in turn", "grows")  # the patterns that are the paper's growth: never down, through three orders or more
+
+
 def pattern(orders: list[int]) -> str:
-    """How the closest order moves over the snapshots: "in turn" (never down, through every order between its first
-    and last, at least three of them: the paper's 1, 2, 3, 4), "grows" (never down, skipping orders between
-    snapshots), or "not monotone"."""
+    """How the closest order moves over the snapshots (the paper's is 1, then 2, 3 and 4 "in turn", sec 4.3):
+
+    "in turn"       never down, through every order between its first and last, at least three of them;
+    "grows"         never down, through at least three orders, skipping some between snapshots;
+    "two orders"    never down, but through only two orders: too few to call the paper's growth;
+    "constant"      one order at every snapshot: no growth at all;
+    "not monotone"  it goes back down at least once.
+    """
     if any(b < a for a, b in zip(orders, orders[1:])):
         return "not monotone"
     visited = sorted(set(orders))
-    return "in turn" if len(visited) >= 3 and visited == list(range(visited[0], visited[-1] + 1)) else "grows"
+    if len(visited) < 3:
+        return ("constant", "two orders")[len(visited) - 1]
+    return "in turn" if visited == list(range(visited[0], visited[-1] + 1)) else "grows"
 
 
 def reference(df: pd.DataFrame, corpus: str) -> str | None:
-    """The model the figure details on a corpus: the LSTM of the largest budget (lowest seed), else any model."""
-    models = df[df["corpus"] == corpus].drop_duplicates("model_id")
-    lstm = models[models["arch"] == "lstm"].assign(scale=lambda d: d["budget"].fillna(d["size"]))
-    pick = lstm if len(lstm) else models.assign(scale=models["size"])
-    return pick.sort_values(["scale", "seed"], ascending=[False, True])["model_id"].iloc[0] if len(pick) else None
+    """The model the figure details on a corpus: the headline LSTM among the models with snapshots (the suite's one
+    rule, analyses.common.headline_id: the largest budget row, the deepest in it, as Fig 5's 3-layer LSTM, the
+    lowest seed), else the first architecture in report order by the same rule."""
+    return headline_id(df[df["corpus"] == corpus].drop_duplicates("model_id"))
 
 
 def _closest_grid(sub: pd.DataFrame, family: str) -> pd.DataFrame:
@@ -297,8 +306,12 @@ def caption(df: pd.DataFrame) -> str:
         )
         text += {
             "in turn": f"The closest n-NN passes through the orders in turn ({seen}), as the paper shows (1, 2, 3, 4).",
-            "grows": f"The closest n-NN only grows ({seen}), as in the paper (1, 2, 3, 4), but skips orders between "
-            "snapshots.",
+            "grows": f"The closest n-NN grows through {len(set(r['n']))} orders ({seen}), as in the paper (1, 2, 3, "
+            "4), but skips orders between snapshots.",
+            "two orders": f"The closest n-NN moves through only two orders ({seen}): too few to show the paper's "
+            "growth through 1, 2, 3, 4.",
+            "constant": f"The closest n-NN is the same at every snapshot (n = {seen}): no growth, unlike the paper's "
+            "1, 2, 3, 4.",
             "not monotone": f"The closest n-NN goes back down ({seen}): not the paper's progression (1, 2, 3, 4).",
         }[pattern(list(r["n"]))]
         kinds = {mid: pattern(list(m["n"])) for mid, m in nnn.groupby("model_id", sort=False)}
@@ -306,8 +319,9 @@ def caption(df: pd.DataFrame) -> str:
         if others:
             text += (
                 f" Of all {len(kinds)} models, {sum(k != 'not monotone' for k in kinds.values())} never go back to a "
-                f"lower order; {sum(k == 'in turn' for k in kinds.values())} of {len(kinds)} pass through the orders "
-                "in turn; "
+                f"lower order; {sum(k in GROWS for k in kinds.values())} of {len(kinds)} rise through three orders or "
+                "more, "
+                f"{sum(k == 'in turn' for k in kinds.values())} of them in turn; "
                 "closest n-NN per snapshot for the others: " + "; ".join(others) + "."
             )
         last = sub[(sub["model_id"] == ref) & (sub["baseline"] == "nnn")]

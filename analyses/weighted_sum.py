@@ -16,10 +16,17 @@ sum_j z_j prod_{k>j} (1 - z_k) htilde_j + prod_k (1 - z_k) h_0, and its weights 
 For every architecture with such a cell (LSTM, - S-RNN, - S-RNN - OUT, - S-RNN - HIDDEN, and the GRU) this analysis
 
   1. checks the identity on the trained model's own traced gates and states (max abs error, in windows of `window`
-     steps, each starting from the traced state before it), and for the GRU that the weights sum to one;
+     steps, each starting from the traced state before it), and for the GRU that the weights sum to one. Both are
+     algebra: unrolling c_t = f_t c_{t-1} + i_t ctilde_t gives eq. 8 for any gate values, trained or random, and
+     coupled gates always sum to one. So they check the trace and this code (a layer whose traced state is not the
+     recurrence of its traced gates would fail), not a property of trained models, and the report says so;
   2. draws Levy et al.'s appendix heatmap: ||w_j^t||_2 over one sentence of each corpus, current position t on x,
      context position j on y (their Table 5: "each column represents the current word t, and each row [...] a
-     context word j"), with the weight on the state carried into the sentence as an extra top row;
+     context word j"), with the weight on the state carried into the sentence as an extra top row. Reading w_j^t as
+     the weight on the *character* at j is literal only where the content ctilde_j is a function of x_j alone: layer
+     1 of the ablations without the content S-RNN (LSTM - S-RNN, - S-RNN - OUT, - S-RNN - HIDDEN: ctilde = W_cx x,
+     sec 3.1; the appendix draws - S-RNN - OUT, "a weighted sum of context-independent functions of the inputs",
+     sec 5). In the LSTM and the GRU ctilde_j reads h_{j-1}, so w_j^t weighs a summary of the whole prefix up to j;
   3. tests the appendix's two readings: "the weights on the diagonal are always the largest", and frequent words are
      "quickly forgotten, while infrequent words [...] are remembered over very long distances" (here: characters,
      by their training-split frequency);
@@ -56,6 +63,8 @@ DIAGONAL_ALWAYS = 0.99  # "always the largest": the diagonal wins at 99 % of ste
 BPTT = 100  # Karpathy et al.'s unroll: spans beyond it reach past what truncated backprop sees
 MIN_OCCURRENCES = 5  # characters rarer than this in the excerpt are left out of the frequency correlation
 KEEP_RESOLVED = 1.0 - 2.0**-24  # float32 cannot tell a keep gate above this from 1: spans cap near 1.7e7
+
+CONTENT_FROM_INPUT = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden")  # ctilde_j = W_cx x_j: no history (sec 3.1)
 
 SETTINGS = {
     "split": "test",  # Levy et al. visualise held-out text
@@ -290,37 +299,41 @@ def _retention_by_char(g: pd.DataFrame) -> pd.DataFrame:
     return per[per["seen"] >= MIN_OCCURRENCES].sort_values("retention")
 
 
+CHECK, FINDING = "implementation check", "finding"  # what a row of findings() is: algebra checked, or a measurement
+
+
 def _layer_findings(g: pd.DataFrame) -> list[tuple]:
-    """(finding, paper's words, value, our words, found / None when the paper has no number) for one group's layer."""
+    """(finding, paper's words, value, our words, found / None when the paper has no number, CHECK or FINDING) for
+    one group's layer."""
     value = lambda name: g.loc[g["measure"] == name, "value"]  # noqa: E731
     error, scale, check = (
         value("identity_error").max(),
         value("state_max").max(),
         int(g.loc[g["measure"] == "identity_error", "steps"].iloc[0]),
     )
-    out = [("eq. 8 identity", "exact: c_t = sum_j w_j^t ctilde_j", error,
+    out = [("eq. 8 identity", "an identity for any gate values (a check of the trace and this code)", error,
             f"max |error| {error:.1e} over {check:,} steps (|state| up to {scale:.1f})",
-            error <= TOLERANCE * max(1.0, scale))]  # fmt: skip
+            error <= TOLERANCE * max(1.0, scale), CHECK)]  # fmt: skip
     if g["arch"].isin(GRU_ARCHS).any():
         sum_error = value("sum_error").max()
         words = f"max |sum_j w_j^t + prod(1 - z) - 1| = {sum_error:.1e}"
-        paper = "a weighted average, since the gates are coupled (footnote 1)"
-        out.append(("GRU weights sum to one", paper, sum_error, words, sum_error <= TOLERANCE))
+        paper = "a weighted average, since the gates are coupled (footnote 1): algebra, a check of this code"
+        out.append(("GRU weights sum to one", paper, sum_error, words, sum_error <= TOLERANCE, CHECK))
     diagonal = value("diagonal").mean()
     out.append(("diagonal weight largest", "the weights on the diagonal are always the largest", diagonal,
-                f"largest at j = t at {diagonal:.1%} of steps", diagonal >= DIAGONAL_ALWAYS))  # fmt: skip
+                f"largest at j = t at {diagonal:.1%} of steps", diagonal >= DIAGONAL_ALWAYS, FINDING))  # fmt: skip
     per = _retention_by_char(g)
     if len(per) >= 3:
         rho, p = stats.spearmanr(per["count"], per["retention"])
         words = (f"Spearman rho(training count, retention) = {rho:+.2f} (p = {p:.2g}) over {len(per)} characters; "
                  f"longest: {' '.join(per.index[::-1][:4])}; shortest: {' '.join(per.index[:4])}")  # fmt: skip
         paper = "function words quickly forgotten, infrequent words remembered over very long distances (words)"
-        out.append(("rare context remembered longer", paper, rho, words, rho < 0 and p < 0.05))
+        out.append(("rare context remembered longer", paper, rho, words, rho < 0 and p < 0.05, FINDING))
     spans = value("span")
     beyond = (spans > BPTT).mean()
     out.append(("memory span", "(no number in the paper)", float(spans.median()),
                 f"median {spans.median():.2f}, 90th percentile {spans.quantile(0.9):.1f}, max {spans.max():.0f} "
-                f"characters; {beyond:.0%} of cells beyond {BPTT}", None))  # fmt: skip
+                f"characters; {beyond:.0%} of cells beyond {BPTT}", None, FINDING))  # fmt: skip
     return out
 
 
@@ -328,11 +341,13 @@ def findings(df: pd.DataFrame) -> pd.DataFrame:
     """The paper's claims for every group (corpus, architecture, shape) and layer, seeds pooled: number and verdict."""
     rows = []
     for (corpus, model, _, layer), g in _ordered(df).groupby(["corpus", "model", "group_id", "layer"], sort=False):
-        for finding, paper, value, words, found in _layer_findings(g):
+        for finding, paper, value, words, found, kind in _layer_findings(g):
+            verdict = (("passed" if found else "FAILED") if kind == CHECK
+                       else "no paper number" if found is None else ("found" if found else "not found"))  # fmt: skip
             rows.append({
                 "corpus": corpus, "model": model, "seeds": g["model_id"].nunique(), "layer": int(layer),
-                "finding": finding, "paper": paper, "value": float(value), "ours": words,
-                "verdict": "no paper number" if found is None else ("found" if found else "not found"),
+                "kind": kind, "finding": finding, "paper": paper, "value": float(value), "ours": words,
+                "verdict": verdict,
             })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -407,19 +422,48 @@ def plot(df: pd.DataFrame):
     return fig
 
 
+def _context_reading(df: pd.DataFrame) -> str:
+    """Whom the heatmap's per-context-character reading applies to: the models whose content is history-free."""
+    models = _ordered(df).drop_duplicates("model")
+    literal = models[models["arch"].isin(CONTENT_FROM_INPUT)]["model"].tolist()
+    others = models[~models["arch"].isin(CONTENT_FROM_INPUT)]["model"].tolist()
+    text = "Reading w_j^t as the weight on the character at j (Levy et al.'s appendix) is literal "
+    if literal:
+        text += f"for {', '.join(literal)}, whose content ctilde_j = W_cx x_j depends on that character alone (layer 1)"
+    else:
+        names = ", ".join(LABELS[a] for a in CONTENT_FROM_INPUT)
+        text += f"only for the ablations whose content does not depend on history ({names}: ctilde_j = W_cx x_j), "
+        text += "and none is analysed here"
+    if others:
+        text += (f"; in {', '.join(others)} the content at j reads h_{{j-1}}, so w_j^t weighs a summary of the whole "
+                 "prefix up to j, not one character")  # fmt: skip
+    return text + "."
+
+
 def caption(df: pd.DataFrame) -> str:
     found = findings(df)
     ident = found[found["finding"] == "eq. 8 identity"]
+    failed = ident[ident["verdict"] != "passed"]
     parts = [
-        f"Levy et al.'s eq. 8 holds on every trained model to a max abs error of {ident['value'].max():.1e} "
-        f"({(ident['verdict'] == 'found').sum()} of {len(ident)} model layers within {TOLERANCE:g} x the state's "
-        "scale): the state carried in from the text before the excerpt enters as the (prod f) c_0 term."
+        "Implementation check, not a finding: eq. 8 is an identity (unrolling c_t = f_t c_{t-1} + i_t ctilde_t gives "
+        "it for any gate values, trained or not), so rebuilding each traced state from its own gates checks the trace "
+        f"and this code. It passes in {len(ident) - len(failed)} of {len(ident)} model layers (max abs error "
+        f"{ident['value'].max():.1e}, tolerance {TOLERANCE:g} x the state's scale), the state carried in from the "
+        "text before the excerpt entering as the (prod f) c_0 term"
+        + (
+            "."
+            if failed.empty
+            else "; it FAILS for "
+            + ", ".join(f"{r['corpus']} {r['model']} layer {r['layer']}" for _, r in failed.iterrows())
+            + ": their traces or this code are wrong."
+        )  # fmt: skip
     ]
     gru = found[found["finding"] == "GRU weights sum to one"]
     if not gru.empty:
         parts.append(f"The GRU's weights z_j prod (1 - z_k) plus its carried term sum to one within "
-                     f"{gru['value'].max():.0e}: a weighted average, as footnote 1 says (this follows from the "
-                     "coupled gates alone; the identity error above is the check on the trained GRU).")  # fmt: skip
+                     f"{gru['value'].max():.0e}: a weighted average, as footnote 1 says, and as coupled gates must "
+                     "be (another check of the code, not of training).")  # fmt: skip
+    parts.append(_context_reading(df))
     diag = found[found["finding"] == "diagonal weight largest"]
     low, high = diag["value"].min(), diag["value"].max()
     share = (
@@ -461,9 +505,10 @@ def summary(df: pd.DataFrame) -> str:
         ranges.append(f"{shape} {low}" + (f"-{high}" if high != low else ""))
     least = diag["value"].min()
     share = "every step" if least == 1 else f"{least:.1%} of steps or more"
-    return (f"eq. 8 holds to {ident['value'].max():.0e} on every model (paper: exact); the diagonal weight is the "
-            f"largest at {share} (paper: always); median memory span (characters, over corpora): "
-            + ", ".join(ranges))  # fmt: skip
+    passed = int((ident["verdict"] == "passed").sum())
+    return (f"the diagonal weight is the largest at {share} (paper: always); median memory span (characters, over "
+            "corpora): " + ", ".join(ranges) + f" (implementation check: eq. 8 rebuilds the traced states of {passed} "
+            f"of {len(ident)} model layers to {ident['value'].max():.0e}, as algebra says it must)")  # fmt: skip
 
 
 def notes(df: pd.DataFrame) -> list[str]:

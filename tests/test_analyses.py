@@ -221,3 +221,27 @@ def test_ngram_cli_builds_and_reports_exactly_the_requested_models(tmp_path, art
     charrnn = pd.read_csv(out)
     assert list(charrnn["n"]) == [1, 2]
     assert not set(charrnn["model_id"]) & set(contiguous["model_id"])
+
+
+def test_nothing_below_the_report_imports_it():
+    """analyses, charlm and probes produce numbers; reports renders them. An import the other way (even a lazy one
+    inside a function, as `--profile` once had) would let the report's code change an analysis: charlm.plan is the
+    one list of a profile's models that both read."""
+    import ast
+
+    offenders = []
+    for package in ("analyses", "charlm", "probes"):
+        for path in sorted((common.REPO / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module or ""]
+                elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in (
+                    "import_module", "__import__"
+                ) and node.args and isinstance(node.args[0], ast.Constant):  # fmt: skip
+                    names = [str(node.args[0].value)]
+                offenders += [f"{path.relative_to(common.REPO)}:{node.lineno} {n}" for n in names
+                              if n == "reports" or n.startswith("reports.")]  # fmt: skip
+    assert offenders == []

@@ -173,4 +173,16 @@ def test_a_corpus_without_braces_or_without_a_20gram_is_missing_input(tmp_path, 
         brace_distance.brace_advantage(ctx, ctx.models().iloc[0])
     assert run_cli(brace_distance.main, ["--corpus", prose.source]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "linux" in lines[0]
+    assert len(lines) == 1 and "no braces" in lines[0] and "linux" in lines[0]
+
+
+def test_a_users_own_c_corpus_runs_from_the_cli(c_corpus, tmp_path, capsys):
+    """Any C text works, not only the corpus registered as `linux` (compute matches the braces of whatever it reads)."""
+    corpus, pairs = c_corpus
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, np.ones(len(pairs)), 0.5)), arch="lstm")
+    fake_ngram_model(corpus, 20, nll=-np.log(_p_at_braces(corpus, pairs, np.full(len(pairs), 0.3), 0.5)))
+    out = tmp_path / "braces.csv"
+    assert run_cli(brace_distance.main, ["--corpus", corpus.source, "--out", str(out), "--set", "min_braces=5"]) == 0
+    table = pd.read_csv(out)
+    assert set(table["corpus"]) == {"kernel"} and table["braces"].sum() == len(pairs)
+    assert "an advantage of +0.700" in capsys.readouterr().out

@@ -48,7 +48,8 @@ def test_per_character_means_ranks_and_sides(tmp_path, artifacts):
     assert {lstm.loc[ord(" "), "model_rank"], lstm.loc[ord("e"), "model_rank"]} == {1, 2}
     assert lstm.loc[ord("a"), "ngram_rank"] == 1 and lstm.loc[ord("a"), "side"] == "20-gram"
     assert lstm.loc[ord(" "), "char"] == "␣" and lstm.loc[ord("\n"), "char"] == "⏎"
-    assert (lstm["side"] == "model").sum() == 10 and (lstm["side"] == "20-gram").sum() == 10
+    assert set(lstm.index[lstm["side"] == "model"]) == set(b" e")  # the only two where the LSTM is ahead
+    assert (lstm["side"] == "20-gram").sum() == 10
     rare = lstm[lstm["count"] < 5]
     assert rare["model_rank"].isna().all() and (rare["side"] == "neither").all()
     assert bool(lstm["headline"].all()) and not df[df["arch"] == "rnn"]["headline"].any()
@@ -83,3 +84,30 @@ def test_missing_20gram_names_the_command_and_the_cli_exits_2(tmp_path, artifact
     assert run_cli(char_advantage.main, ["--corpus", corpus.source]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--n 20" in err[0]
+
+
+@pytest.mark.parametrize("model_strong_on_few", [True, False])
+def test_a_side_wins_only_characters_where_it_is_ahead_and_the_caption_counts_them(
+    tmp_path, artifacts, model_strong_on_few
+):
+    """The model ahead on three characters only (or behind on three only): its list of wins (or the 20-gram's) has
+    those three, not ten padded with its smallest losses, and the caption counts each side's characters."""
+    corpus = fake_corpus_file(tmp_path, n_bytes=20_000)
+    nxt = _next_bytes(corpus)
+    few = np.isin(nxt, list(b" et"))
+    strong, weak = (0.9, 0.3) if model_strong_on_few else (0.3, 0.9)
+    fake_neural_model(corpus, nll=-np.log(np.where(few, strong, weak)), arch="lstm")
+    fake_ngram_model(corpus, 20, nll=np.full(nxt.size, -np.log(0.5)))
+    df = char_advantage.compute(_ctx(min_count=5))
+    chars = df["byte"].nunique()
+    ranked = int((df["count"] >= 5).sum())
+    assert ranked > 13  # enough characters that ten of each side would be listed if signs were ignored
+    sides = df.groupby("side")["byte"].apply(set)
+    winner, loser = ("model", "20-gram") if model_strong_on_few else ("20-gram", "model")
+    assert sides[winner] == set(b" et") and len(sides[loser]) == 10
+    assert (df.loc[df["side"] == "model", "advantage"] > 0).all()
+    assert (df.loc[df["side"] == "20-gram", "advantage"] < 0).all()
+    text = char_advantage.caption(df)
+    ahead, behind = (3, chars - 3) if model_strong_on_few else (chars - 3, 3)
+    assert f"the lstm L1 H8 gives the higher mean p(correct) on {ahead} and the 20-gram on {behind}." in text
+    assert f"ahead of the 20-gram on {ahead} characters, behind on {behind}" in char_advantage.summary(df)

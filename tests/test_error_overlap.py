@@ -129,3 +129,26 @@ def test_missing_baselines_name_the_command_and_the_cli_exits_2(tmp_path, artifa
                                               if p.name.startswith("ngram")) / "metrics.json").unlink()  # fmt: skip
     with pytest.raises(MissingInput, match="python -m charlm.ngram"):
         error_overlap.compute(_ctx())
+
+
+@pytest.mark.parametrize("weaker_in_ce", [True, False])
+def test_the_caption_compares_cross_entropies_before_calling_the_model_weaker(tmp_path, artifacts, weaker_in_ce):
+    """A model with more errors than the n-gram (half its positions below p = 0.5, against a fifth) is weaker in
+    cross-entropy when its right answers are timid (p 0.55), stronger when they are sure (p 0.99): the caption says
+    which, and names the headline's type (a GRU where the corpus has no LSTM)."""
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    t = np.arange(T)
+    right = 0.55 if weaker_in_ce else 0.99
+    fake_neural_model(corpus, nll=-np.log(np.where(t % 2 == 0, 0.45, right)), arch="gru", size=7)
+    fake_nnn_model(corpus, 1, nll=np.full(T, RIGHT))
+    fake_ngram_model(corpus, 3, nll=-np.log(np.where(t % 5 == 0, 0.4, 0.6)))
+    df = error_overlap.compute(_ctx())
+    view = error_overlap.per_model(df).iloc[0]
+    assert view["model_errors"] > view["ngram_errors"] and (view["model_ce"] > view["ngram_ce"]) == weaker_in_ce
+    text = error_overlap.caption(df)
+    assert "this GRU makes more errors than the n-gram" in text and "of the GRU's errors are its alone" in text
+    assert "LSTM's errors" not in text
+    assert ("it is weaker than the n-gram in cross-entropy too" in text) == weaker_in_ce
+    assert ("yet it is stronger in cross-entropy" in text) == (not weaker_in_ce)
+    assert error_overlap.summary(df).startswith("fake: gru L1 H7 errs on 50%")

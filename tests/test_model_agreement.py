@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, logp_rows
@@ -45,7 +46,8 @@ def test_two_identical_models_agree_everywhere_and_sit_together(tmp_path, artifa
     for n in (1, 2, 3):
         fake_ngram_model(corpus, n, logp=random_model(0.5 * n))
     for how in model_agreement.DISTANCES:
-        df = model_agreement.compute(Context(model_index(), common.settings(model_agreement, None, {"distance": how})))
+        settings = {"distance": how, "embed_baselines": True}
+        df = model_agreement.compute(Context(model_index(), common.settings(model_agreement, None, settings)))
         models = df.drop_duplicates("model_id").set_index("label")
         assert len(models) == 7  # 4 recurrent + 3 n-grams, few enough that the perplexity must come down
         pair = df[(df["label"] == "LSTM H8 L1 s0") & (df["other_label"] == "LSTM H8 L1 s1")].iloc[0]
@@ -61,8 +63,18 @@ def test_two_identical_models_agree_everywhere_and_sit_together(tmp_path, artifa
         ).all()
     table = model_agreement.with_paper(df)
     assert table.set_index("label").loc["LSTM H8 L1 s0", "agrees most with"] == "LSTM H8 L1 s1"
-    assert "LSTM and GRU agree" in model_agreement.caption(df)
+    assert "The n-gram and n-NN baselines are embedded with them." in model_agreement.caption(df)
     model_agreement.plot(df)
+    # by default the paper's embedding: 1 - agreement, over the recurrent nets only; the baselines are kept apart
+    # (every pair still in the table and the heatmap) and cannot move the recurrent nets' layout
+    df = model_agreement.compute(Context(model_index(), common.settings(model_agreement)))
+    models = df.drop_duplicates("model_id").set_index("label")
+    assert set(df["embedded_by"]) == {"disagreement"} and len(df) == 7 * 7
+    assert models.loc[models["family"] == "neural", ["tsne_x", "tsne_y"]].notna().all().all()
+    assert models.loc[models["family"] == "ngram", ["tsne_x", "tsne_y"]].isna().all().all()
+    assert not models.loc[models["family"] == "ngram", "embedded"].any()
+    assert "holds the recurrent nets only" in model_agreement.caption(df)
+    plt.close(model_agreement.plot(df))
 
 
 def test_bad_settings_and_missing_models_are_one_line(tmp_path, artifacts, capsys):
@@ -86,3 +98,39 @@ def test_the_embedding_keeps_clusters_of_models_apart_even_for_few_models():
     np.fill_diagonal(gaps, np.inf)
     assert (gaps.argmin(1) // 3 == np.arange(9) // 3).all()  # every model's nearest neighbour is of its family
     assert model_agreement.embed(np.zeros((2, 2)), 30.0).shape == (2, 2)  # too few to embed: still one point each
+
+
+def _argmax_model(corpus, argmax: np.ndarray, **fields):
+    """A recurrent model whose most likely character at each test position is `argmax` (probability 0.6)."""
+    T, V = argmax.size, corpus.vocab_size
+    p = np.full((T, V), 0.4 / (V - 1))
+    p[np.arange(T), argmax] = 0.6
+    fake_neural_model(corpus, logp=np.log(p).astype(np.float32), **fields)
+
+
+@pytest.mark.parametrize("gru_arch", ["gru-paper", "gru"])  # the standard and paper profiles train the papers' form
+@pytest.mark.parametrize("paper_holds", [True, False])
+def test_the_lstm_gru_rnn_sentence_follows_the_agreements(tmp_path, artifacts, gru_arch, paper_holds):
+    """LSTM and GRU sharing their argmax at 9 positions in 10 and the RNN at 1 in 2 is the paper's picture; the
+    same with the GRU and the RNN swapped is not, and the caption says which."""
+    corpus = fake_corpus_file(tmp_path)
+    T, V = corpus.split("test").size - 1, corpus.vocab_size
+    rng = np.random.default_rng(4)
+    base = rng.integers(0, V, T)
+
+    def changed(share: float) -> np.ndarray:  # the LSTM's argmax, moved at a `share` of positions
+        moved = rng.random(T) < share
+        return np.where(moved, (base + rng.integers(1, V, T)) % V, base)
+
+    close, far = changed(0.1), changed(0.5)
+    _argmax_model(corpus, base, arch="lstm", size=8)
+    _argmax_model(corpus, close if paper_holds else far, arch=gru_arch, size=7)
+    _argmax_model(corpus, far if paper_holds else close, arch="rnn", size=12)
+    df = model_agreement.compute(Context(model_index(), common.settings(model_agreement)))
+    text, summary = model_agreement.caption(df), model_agreement.summary(df)
+    gru = model_agreement.ARCH_LABELS[gru_arch]
+    assert f"the LSTM and the {gru} agree on the most likely character at" in text
+    assert f"LSTM-{gru} agreement" in summary
+    said = "closer to each other than either is to the RNN, as in the paper"
+    denied = "not closer to each other than to the RNN, unlike the paper"
+    assert (said in text, denied in text) == ((True, False) if paper_holds else (False, True))

@@ -82,6 +82,58 @@ def test_draws_follow_the_tempered_softmax():
     assert next_id(logp, 0, rng) == 0
 
 
+def sample_by_scoring(model, prime_ids, length, temperature, seed):
+    """Independent of the stepper: replay the sampler's draws with each step's distribution rescored from the whole
+    prefix by the Predictions path (no prime: the first byte uniform, as char-rnn)."""
+    rng = np.random.default_rng(seed)
+    ids = list(prime_ids)
+    for _ in range(length):
+        if ids:
+            logp = model.logprobs(np.array(ids + [0]), streams=1)[-1].astype(np.float64)
+        else:
+            logp = np.full(model.vocab_size, -np.log(model.vocab_size))
+        scaled = logp / temperature
+        p = np.exp(scaled - scaled.max())
+        ids.append(int(rng.choice(p.size, p=p / p.sum())))
+    return model.decode(ids[len(prime_ids) :])
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru-paper", "rnn"])
+@pytest.mark.parametrize("prime", [b"the war", b""])
+def test_a_tempered_sample_is_the_draw_from_the_scored_distribution_at_every_step(tmp_path, corpus, arch, prime):
+    """At T > 0 each byte is drawn from softmax(log p / T) of the model's distribution after the prime and the bytes
+    drawn before it: the stepper's state after feeding its own draws back agrees with rescoring the prefix."""
+    model = anymodel.load(random_checkpoint(tmp_path / "m.pt", corpus, arch, layers=2))
+    with torch.no_grad():  # weights scaled up from the small init, so the distributions are far from uniform
+        for p in model.net.parameters():
+            p.mul_(20.0)
+    for temperature in (0.7, 1.5):
+        got = sample(model, 30, temperature, prime, seed=5)
+        assert got == sample_by_scoring(model, model.encode(prime)[0], 30, temperature, seed=5)
+    assert sample(model, 30, 0.7, prime, seed=5) != sample(model, 30, 1.5, prime, seed=5)
+
+
+def test_sampled_frequencies_follow_the_tempered_model_distribution(tmp_path, corpus):
+    """A network whose every prediction is softmax(b) (all weights zero but the output bias b): 1,500 sampled bytes
+    have the frequencies softmax(log softmax(b) / T) for a sharpening and a flattening temperature, which differ
+    from each other by far more than the tolerance."""
+    model = anymodel.load(random_checkpoint(tmp_path / "m.pt", corpus, "lstm", layers=1))
+    rng = np.random.default_rng(2)
+    with torch.no_grad():
+        for p in model.net.parameters():
+            p.zero_()
+        model.net.head.bias.copy_(torch.as_tensor(1.5 * rng.normal(size=model.vocab_size)))
+    logp = torch.log_softmax(model.net.head.bias.detach().double(), -1).numpy()
+    expected = {}
+    for temperature in (0.5, 2.0):
+        e = np.exp(logp / temperature - (logp / temperature).max())
+        expected[temperature] = e / e.sum()
+        draws = model.encode(sample(model, 1500, temperature, b"the ", seed=3))[0]
+        freq = np.bincount(draws, minlength=model.vocab_size) / draws.size
+        assert np.abs(freq - expected[temperature]).max() < 0.04  # over 3 standard errors (at most 0.013)
+    assert np.abs(expected[0.5] - expected[2.0]).max() > 0.1
+
+
 def test_a_seed_reproduces_and_the_prime_is_read_first(tmp_path, corpus):
     path = random_checkpoint(tmp_path / "m.pt", corpus)
     a = sample(path, 200, 1.0, b"the ", seed=7)

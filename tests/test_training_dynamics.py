@@ -103,5 +103,61 @@ def test_a_missing_nnn_is_one_line_naming_the_command(tmp_path, artifacts, capsy
 def test_the_pattern_of_closest_orders_is_named_as_the_paper_would():
     assert training_dynamics.pattern([1, 1, 2, 3, 4]) == "in turn"  # the paper's 1-NN, then 2, 3, 4
     assert training_dynamics.pattern([1, 1, 4, 6]) == "grows"  # never down, but orders skipped
-    assert training_dynamics.pattern([2, 2]) == "grows"
+    assert training_dynamics.pattern([2, 2]) == "constant"  # no growth at all
+    assert training_dynamics.pattern([1, 1, 4]) == "two orders"  # up, but through too few orders to be the paper's
     assert training_dynamics.pattern([1, 3, 2, 4]) == "not monotone"
+
+
+def _dynamics_table(models: list[dict], n_max: int = 6) -> pd.DataFrame:
+    """A training_dynamics table built by hand: each model's snapshot s is closest (KL 0.1, the others 1 + |n - k|)
+    to the n-NN and the n-gram of order `orders[s]`; its loss beats every n-NN at the last snapshot."""
+    rows = []
+    for k, m in enumerate(models):
+        for s, order in enumerate(m["orders"]):
+            for family in ("nnn", "ngram"):
+                for n in range(1, n_max + 1):
+                    kl = 0.1 if n == order else 1.0 + abs(n - order)
+                    rows.append({
+                        "corpus": "c", "model_id": f"m{k}", "arch": m["arch"], "layers": m.get("layers", 1),
+                        "size": m.get("size", 8), "budget": m.get("budget", np.nan), "seed": m.get("seed", 0),
+                        "group_id": f"g{k}", "step": 2**s, "chars": 100 * 2**s, "epoch": 0.5 * (s + 1),
+                        "baseline": family, "n": n, "sym_kl": kl, "kl_bound": 1e-4, "loss": 2.0 - 0.1 * s,
+                        "baseline_loss": 2.5, "delta_loss": 0.5 + 0.1 * s, "positions": 100,
+                    })  # fmt: skip
+    df = pd.DataFrame(rows)
+    df["closest"] = df["sym_kl"] == df.groupby(["model_id", "step", "baseline"])["sym_kl"].transform("min")
+    return df
+
+
+@pytest.mark.parametrize(
+    "orders, said, not_said",
+    [
+        ([1, 2, 3, 4], "passes through the orders in turn (1 -> 2 -> 3 -> 4), as the paper shows", "only two"),
+        ([1, 1, 3, 5], "grows through 3 orders (1 -> 3 -> 5), as in the paper", "in turn"),
+        ([1, 3, 3, 3], "moves through only two orders (1 -> 3): too few", "as in the paper"),
+        ([2, 2, 2, 2], "is the same at every snapshot (n = 2): no growth", "as in the paper"),
+        ([1, 3, 2, 4], "goes back down (1 -> 3 -> 2 -> 4)", "as in the paper"),
+    ],
+)  # fmt: skip
+def test_the_caption_says_the_paper_s_growth_only_through_three_orders_or_more(orders, said, not_said):
+    df = _dynamics_table([{"arch": "lstm", "orders": orders}, {"arch": "gru", "orders": [1, 2, 3, 4], "size": 9}])
+    text = training_dynamics.caption(df)
+    first = text.split(" Of all")[0]  # the reference model's sentences
+    assert said in first and not_said not in first
+    grows = sum(training_dynamics.pattern(o) in training_dynamics.GROWS for o in (orders, [1, 2, 3, 4]))
+    assert f"{grows} of 2 rise through three orders or more" in text
+
+
+def test_the_reference_is_the_deepest_lstm_of_the_largest_budget_row():
+    """Fig 5 follows the 3-layer LSTM: depth decides within the largest row, before the seed; a bigger GRU or a
+    deeper LSTM of a smaller row does not."""
+    df = _dynamics_table([
+        {"arch": "lstm", "budget": 128, "layers": 1, "seed": 0, "orders": [1, 2]},
+        {"arch": "lstm", "budget": 128, "layers": 2, "seed": 1, "size": 6, "orders": [1, 2, 3]},
+        {"arch": "lstm", "budget": 64, "layers": 3, "seed": 0, "size": 4, "orders": [2, 2]},
+        {"arch": "gru", "budget": 256, "layers": 3, "seed": 0, "size": 20, "orders": [3, 3]},
+    ])  # fmt: skip
+    assert training_dynamics.reference(df, "c") == "m1"
+    assert "LSTM 128 L2 s1" in training_dynamics.summary(df).split(":")[0]
+    no_lstm = df[df["arch"] != "lstm"]
+    assert training_dynamics.reference(no_lstm, "c") == "m3"  # the first architecture in report order instead

@@ -147,7 +147,8 @@ def test_the_identity_holds_on_random_weights_of_every_architecture(tmp_path, ar
     assert set(scalars.index) == set(GATED_ARCHS)
     assert (scalars["identity_error"] < 1e-5 * np.maximum(1.0, scalars["state_max"])).all(), scalars
     found = weighted_sum.findings(df)
-    assert (found[found["finding"] == "eq. 8 identity"]["verdict"] == "found").all()
+    assert (found[found["finding"] == "eq. 8 identity"]["verdict"] == "passed").all()
+    assert set(found.loc[found["finding"] == "eq. 8 identity", "kind"]) == {weighted_sum.CHECK}
     assert "GRU weights sum to one" in set(found["finding"])
     # The heatmap is aligned with the text: rms of i_j prod_{k=j+1..t} f_k from the LSTM's own trace, by hand.
     ctx = _ctx()
@@ -165,8 +166,37 @@ def test_the_identity_holds_on_random_weights_of_every_architecture(tmp_path, ar
     fig = weighted_sum.plot(df)
     assert len([ax for ax in fig.axes if ax.images]) == len(GATED_ARCHS)  # one heatmap per model
     text = weighted_sum.caption(df)
-    assert "eq. 8 holds" in text and "weighted average" in text
-    assert "eq. 8 holds" in weighted_sum.summary(df) and weighted_sum.notes(df)
+    assert "weighted average" in text and weighted_sum.notes(df)
+    n = len(GATED_ARCHS)
+    assert "Implementation check, not a finding: eq. 8 is an identity" in text and f"passes in {n} of {n}" in text
+    assert "FAILS" not in text and "implementation check: eq. 8 rebuilds" in weighted_sum.summary(df)
+    # the same table with one layer whose traced state is not its gates' recurrence: the check says it fails there
+    broken = df.copy()
+    at = (broken["arch"] == "lstm") & (broken["measure"] == "identity_error")
+    broken.loc[at, "value"] = 0.5
+    text_broken = weighted_sum.caption(broken)
+    assert f"passes in {n - 1} of {n}" in text_broken and "it FAILS for " in text_broken
+    assert "LSTM 1x8 layer 1" in text_broken.split("FAILS for ")[1]
+    verdicts = weighted_sum.findings(broken).query("finding == 'eq. 8 identity'").set_index("model")["verdict"]
+    assert verdicts["LSTM 1x8"] == "FAILED" and (verdicts.drop("LSTM 1x8") == "passed").all()
+
+
+def test_the_per_character_reading_is_said_literal_only_for_history_free_content():
+    """Levy et al. sec 3.1: ctilde_j = W_cx x_j in the ablations without the content S-RNN, so w_j^t weighs the
+    character at j; in the LSTM and GRU ctilde_j reads h_{j-1}. The caption follows which models are in the table."""
+
+    def table(archs):
+        return pd.DataFrame({"corpus": "c", "arch": archs, "layers": 1, "size": 8, "budget": np.nan,
+                             "model_id": [f"m{k}" for k in range(len(archs))]})  # fmt: skip
+
+    both = weighted_sum._context_reading(table(["lstm", "lstm-srnn-out", "gru"]))
+    literal, _, history = both.partition("; in ")
+    assert "LSTM - S-RNN - OUT 1x8" in literal and "LSTM 1x8" not in literal.replace("LSTM - S-RNN - OUT 1x8", "")
+    assert "LSTM 1x8" in history and "GRU 1x8" in history and "whole prefix" in history
+    only_lstm = weighted_sum._context_reading(table(["lstm"]))
+    assert "none is analysed here" in only_lstm and "LSTM - S-RNN - HIDDEN" in only_lstm
+    only_ablation = weighted_sum._context_reading(table(["lstm-srnn", "lstm-srnn-hidden"]))
+    assert "whole prefix" not in only_ablation and "depends on that character alone" in only_ablation
 
 
 def test_a_model_without_a_memory_cell_is_one_clear_line_and_exit_2(tmp_path, artifacts, capsys):
