@@ -14,8 +14,9 @@ Goldberg and Pitis's notes (seed 004) derive the LSTM in steps, each a model one
 Here every rung is trained in one budget row (every model sized to the parameter count of a 1-layer
 LSTM of that width, Karpathy et al. sec 4.1) and measured three ways: test cross-entropy (nats/char,
 from the model's predictions, bootstrap std over positions), the vanishing ratio (Maini et al. 2020 as
-the notes quote it; analyses/vanishing.py: the gradient of the last character's loss at the far end of a
-window over its mid-window value, for the memory state) and, on a corpus with braces, the brace
+the notes define it, ||dL/dh_mid|| / ||dL/dh_end||; analyses/vanishing.py: the gradient of the last
+character's loss at mid-window over its value where the loss is, for the memory state, at the
+best-on-validation checkpoint) and, on a corpus with braces, the brace
 advantage (Karpathy et al. Fig 5 left; analyses/brace_distance.py: the model's mean p('}') where '}'
 comes, minus the 20-gram's). Each rung's gain is measured against the rung it was derived from: the GRU
 and the pseudo-LSTM are the notes' two fixes of the prototype, and the LSTM comes from the pseudo-LSTM.
@@ -41,7 +42,7 @@ from corpora.errors import run_cli
 from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
 from .common import BRIEF_TRAINING, analysis_main, style
 from .context import Context, MissingInput, Needs
-from .vanishing import vanishing_ratio
+from .vanishing import geometric_mean, vanishing_ratio
 
 TITLE = "The lecture notes' ladder from CBOW to the LSTM"
 QUESTION = (
@@ -79,12 +80,6 @@ COLUMNS = [
     "vanishing_ratio",
     "brace_advantage", "brace_gain",
 ]  # fmt: skip
-
-
-def geometric_mean(values: np.ndarray) -> float:
-    """Of ratios that span decades (a ratio of 0, a gradient that is gone, gives 0)."""
-    with np.errstate(divide="ignore"):
-        return float(np.exp(np.log(values).mean()))
 
 
 def _in_row(ctx: Context, models: pd.DataFrame, budget: int, layers: int) -> pd.DataFrame:
@@ -177,7 +172,7 @@ def compute(ctx: Context) -> pd.DataFrame:
 PANELS = (  # column, axis label, scale
     ("ce_nats", "test cross-entropy (nats/char)", "linear"),
     ("state_max", "largest |memory state| (c, or h without a cell)", "log"),
-    ("vanishing_ratio", "vanishing ratio (far end / mid-window)", "log"),
+    ("vanishing_ratio", "vanishing ratio ||dL/d mid-window|| / ||dL/dh_end||", "log"),
     ("brace_advantage", "brace advantage: p('}') model - 20-gram", "linear"),
 )
 
@@ -255,7 +250,10 @@ def caption(df: pd.DataFrame) -> str:
                 "state the notes warn of (gates that read it saturate, and it grows by up to one a step)."
             )
         ratios = ", ".join(f"{r['rung']} {r['vanishing_ratio']:.2g}" for _, r in sub.iterrows())
-        text += f" Vanishing ratio (below 1: the gradient still shrinks toward the far end): {ratios}."
+        text += (
+            " Vanishing ratio (Maini et al., ||dL/dh_mid|| / ||dL/dh_end||: the gradient of the last character's "
+            f"loss at mid-window over its value where the loss is, after training; below 1 it has shrunk): {ratios}."
+        )
         if sub["brace_advantage"].notna().any():
             braces = ", ".join(f"{r['rung']} {r['brace_advantage']:+.3f}" for _, r in sub.iterrows())
             text += f" Brace advantage over the 20-gram: {braces}."

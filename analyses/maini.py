@@ -25,3 +25,11 @@ def table2_ratios(sizes: tuple[str, ...] = ("1K", "20K")) -> list[tuple[str, str
         for size, ratio in zip(MAINI_SIZES, ratios)
         if size in sizes
     ]
+
+
+def table2_range(model: str | None = None, exclude: str | None = None) -> tuple[float, float]:
+    """(smallest, largest) vanishing ratio of Table 2 over every training size: of `model`, or of every model but
+    `exclude` (e.g. exclude="BiLSTM": the pooled models)."""
+    values = [r for name, (ratios, _) in MAINI_TABLE2.items() for r in ratios
+              if (model is None or name == model) and name != exclude]  # fmt: skip
+    return min(values), max(values)

@@ -1,9 +1,13 @@
 """How far back a loss reaches: the norm of dL / d(state) at every earlier step, and Maini et al.'s vanishing ratio.
 
 Maini, Kolluru, Pruthi, Mausam (2020), "Why and when should you pool?" (lecture notes, seed 004), measure
-||dL/dh_t|| at every position t of a sequence and summarise it by the vanishing ratio. Their code
-(dair-iitd/PoolingAnalysis, grad_cam.py; /work/shared/ANCHORS.md) interpolates the per-position norms onto
-100 relative-position bins and divides the first bin by the mean of bins 45..54 (the middle 10 %).
+||dL/dh_t|| at every position t of a sequence and summarise it by the vanishing ratio, which the notes define
+as ||dL/dh_mid|| / ||dL/dh_end||: the middle over the end where the loss is (`ratio_middle_over_ends`, the
+definition every analysis here reports as "the vanishing ratio"). Their code (dair-iitd/PoolingAnalysis,
+grad_cam.py; /work/shared/ANCHORS.md) interpolates the per-position norms onto 100 relative-position bins,
+the middle being bins 45..54 (10 %), and takes the first bin over that middle (`ratio_first_over_middle`): in a
+BiLSTM the first position is an end the loss touches, in a left-to-right model it is the far end, which the
+loss does not touch, so there it is another quantity (how much further the gradient falls past the middle).
 
 `state_gradient_norms` runs any recurrence one step at a time, keeping every state on the autograd graph,
 and returns the *total* derivative of the loss with respect to each state (through every later step, not
@@ -127,8 +131,9 @@ def to_bins(norms: np.ndarray, bins: int = BINS) -> np.ndarray:
 def ratio_first_over_middle(norms: np.ndarray) -> float:
     """The reference code's `first_ratio`: the first bin over the mean of the middle 10 % (time order in).
 
-    For a left-to-right model whose loss sits at the last position, the first position is the far end:
-    small values mean the gradient keeps shrinking from the middle to the far end.
+    Not the notes' vanishing ratio for a left-to-right model: its loss sits at the last position, so the first
+    position is the far end, and small values mean the gradient keeps shrinking from the middle to the far end
+    (call it the far end over the middle). Equal to `ratio_middle_over_ends` only for a geometric decay.
     """
     b = to_bins(norms)
     middle = b[MIDDLE].mean()
@@ -136,7 +141,8 @@ def ratio_first_over_middle(norms: np.ndarray) -> float:
 
 
 def ratio_middle_over_ends(norms: np.ndarray, ends: str = "last") -> float:
-    """The notes' formula ||dL/dh_mid|| / ||dL/dh_end||: the middle 10 % of the bins over the end(s).
+    """Maini et al.'s vanishing ratio as the notes define it, ||dL/dh_mid|| / ||dL/dh_end||: the middle 10 % of
+    the bins over the end(s) where the loss is.
 
     `ends="last"`: the last position (where a left-to-right model's loss sits); `"both"`: the mean of the
     first and last positions (a BiLSTM, whose two directions end there).

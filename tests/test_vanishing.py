@@ -130,13 +130,124 @@ def test_vanishing_ratio_of_a_near_linear_rnn_is_a_to_the_half_window(tmp_path, 
     edit_weights(out, linear)
     ctx = _ctx(max_lag=60, windows=4, warmup=10, snapshots=0)
     row = ctx.models(arch="rnn").iloc[0]
-    expected = ratio_first_over_middle(a ** np.arange(61)[::-1])
+    geometric = a ** np.arange(61)[::-1]  # time order
+    expected = ratio_middle_over_ends(geometric)  # the mean of a^k over the middle lags: close to a^30
     assert vanishing.vanishing_ratio(ctx, row, settings=ctx.settings) == pytest.approx(expected, rel=1e-3)
     df = vanishing.compute(ctx)
     final = df[(df["checkpoint"] == "final") & (df["state"] == "h")].set_index("lag")
     np.testing.assert_allclose(final.loc[[1, 10, 60], "grad_norm"] / final.loc[0, "grad_norm"], a ** np.r_[1, 10, 60],
                                rtol=1e-3)  # fmt: skip
-    assert final["ratio"].iloc[0] == pytest.approx(expected, rel=1e-3)
+    assert final["ratio_mid_end"].iloc[0] == pytest.approx(expected, rel=1e-3)
+    assert final["ratio_far_mid"].iloc[0] == pytest.approx(ratio_first_over_middle(geometric), rel=1e-3)
+
+
+def test_the_vanishing_ratio_is_mid_over_the_loss_end_where_the_far_end_says_otherwise(
+    tmp_path, artifacts, monkeypatch
+):
+    """A trained LSTM's profile: fast decay near the loss, then a plateau of long-memory cells. Maini et al.'s
+    ratio (the notes: ||dL/dh_mid|| / ||dL/dh_end||, the end where the loss is) is ~1e-3; the far end over the
+    middle is ~1. The headline column, vanishing_ratio (the ladder's) and the summary give the former."""
+    corpus = fake_corpus_file(tmp_path, n_bytes=20000)
+    fake_neural_model(corpus, arch="lstm", size=4)
+    K = 60
+    lags = np.arange(K + 1)
+    h = 0.5**lags + 1e-3  # lag order: lag 0 (the loss) first
+    c = np.where(lags == 0, 0.0, 0.4 * 0.5**lags + 1e-3)  # dL_T/dc_T = 0: the loss reads h_T
+    monkeypatch.setattr(vanishing, "lag_profile", lambda *a: {"layers.0.h": h, "layers.0.c": c})
+    ctx = _ctx(max_lag=K, windows=2, warmup=5, snapshots=0)
+    df = vanishing.compute(ctx)
+    top = vanishing.headline(df).set_index("checkpoint").loc["final"]
+    assert top["state"] == "c"
+    assert top["ratio_mid_end"] == pytest.approx(1e-3 / (1 + 1e-3), rel=1e-4)  # the mid-window c over h at the loss
+    assert top["ratio_far_mid"] == pytest.approx(1.0, rel=1e-6)
+    row = ctx.models().iloc[0]
+    assert vanishing.vanishing_ratio(ctx, row, settings=ctx.settings) == pytest.approx(top["ratio_mid_end"])
+    assert vanishing.vanishing_ratio(ctx, row, state="h", settings=ctx.settings) == pytest.approx(
+        1e-3 / (1 + 1e-3), rel=1e-4
+    )
+    assert "LSTM 0.001 " in vanishing.summary(df) + " "
+    assert "differs from the vanishing ratio by more than 10x" in vanishing.caption(df)
+    table = vanishing.with_paper(df).set_index("source")
+    assert table.loc[f"ours, {corpus.name}", "vanishing ratio trained"] == pytest.approx(top["ratio_mid_end"])
+    maini = table.loc["Maini et al. Table 2, 1K examples"]  # beside the vanishing ratio only
+    assert maini["vanishing ratio trained"].notna().all() and maini["far end / mid trained"].isna().all()
+
+
+# ------------------------------------------------------------------------------------------ the caption's claims
+
+
+def _table(ratios: dict, K: int = 200) -> pd.DataFrame:
+    """A vanishing table of each model's top memory state: {(arch, checkpoint): (ratio_mid_end, ratio_far_mid)}."""
+    rows = []
+    for (arch, checkpoint), (mid_end, far_mid) in ratios.items():
+        for lag in (1, K // 2, K):
+            rows.append({
+                "corpus": "toy", "arch": arch, "label": vanishing.LABELS[arch], "budget": 128, "size": 8,
+                "layers": 1, "seed": 0, "model_id": f"{arch}-0", "group_id": arch, "checkpoint": checkpoint,
+                "chars": 0 if checkpoint == "init" else 10**6, "layer": 0,
+                "state": "c" if vanishing.has_cell(arch) else "h", "memory": True, "lag": lag,
+                "grad_norm": 0.5**lag, "ratio_mid_end": mid_end, "ratio_far_mid": far_mid,
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=vanishing.COLUMNS)
+
+
+def _sentence(text: str, start: str, contains: str = "") -> str:
+    found = [s for s in text.split(". ") if s.startswith(start) and contains in s]
+    assert len(found) == 1, text
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    "lstm, verdict",
+    [(5e-3, "keeps more"), (3e-7, "keeps about as much"), (2e-8, "keeps about as much"), (1e-9, "keeps less")],
+)
+def test_the_lstm_keeps_more_or_less_of_the_gradient_only_by_a_factor_of_ten(lstm, verdict):
+    """The S-RNN's trained ratio is 1e-7: more than 10x it is "more", less than a tenth "less", between "about
+    as much" (the old caption said "no more of the gradient" for anything up to 100x)."""
+    df = _table({("rnn", "init"): (1e-12, 1e-12), ("lstm", "init"): (1e-12, 1e-12),
+                 ("rnn", "final"): (1e-7, 1e-7), ("lstm", "final"): (lstm, lstm)})  # fmt: skip
+    sentence = _sentence(vanishing.caption(df), "The LSTM's cell", "after training")
+    assert verdict in sentence and f"{lstm:.2g} against 1e-07" in sentence
+
+
+def test_the_initial_comparison_and_its_explanation_follow_the_numbers():
+    slow = {("rnn", "init"): (1e-12, 1e-12), ("lstm", "init"): (1e-20, 1e-20),
+            ("rnn", "final"): (1e-7, 1e-7), ("lstm", "final"): (1e-2, 1e-2)}  # fmt: skip
+    text = vanishing.caption(_table(slow))
+    assert "keeps less" in _sentence(text, "The LSTM's cell", "at initialisation")
+    rate = 1e-20 ** (1 / 100)  # the per-step factor that gives 1e-20 over K/2 = 100 lags
+    assert f"a factor of {rate:.2f} a step" in text and "forget gates start near" in text
+    fast = {**slow, ("lstm", "init"): (1e-11, 1e-11)}  # within 10x of the S-RNN's
+    text = vanishing.caption(_table(fast))
+    assert "keeps about as much" in _sentence(text, "The LSTM's cell", "at initialisation")
+    assert "forget gates" not in text
+
+
+def test_training_raised_or_lowered_the_ratio_as_the_numbers_say():
+    raised = vanishing.caption(_table({("lstm", "init"): (1e-20, 1e-20), ("lstm", "final"): (1e-2, 1e-2)}))
+    assert "Training raised the vanishing ratio of LSTM 1e+18-fold" in raised and "Start of Training" in raised
+    lowered = vanishing.caption(_table({("lstm", "init"): (1e-2, 1e-2), ("lstm", "final"): (1e-5, 1e-5)}))
+    assert "Training lowered the vanishing ratio of LSTM 1e+03-fold" in lowered and "Start of Training" not in lowered
+    kept = vanishing.caption(_table({("lstm", "init"): (1e-2, 1e-2), ("lstm", "final"): (3e-2, 3e-2)}))
+    assert "Training kept within 10x the vanishing ratio of LSTM" in kept
+
+
+def test_the_two_definitions_are_said_to_differ_only_when_they_do():
+    differ = vanishing.caption(_table({("lstm", "init"): (1e-20, 1e-20), ("lstm", "final"): (5e-3, 0.5)}))
+    assert "differs from the vanishing ratio by more than 10x after training for LSTM" in differ
+    agree = vanishing.caption(_table({("lstm", "init"): (1e-20, 1e-20), ("lstm", "final"): (5e-3, 2e-3)}))
+    assert "differs" not in agree and "agrees with the vanishing ratio within 10x for every model" in agree
+
+
+@pytest.mark.parametrize(
+    "ratio, place",
+    [(1e-5, "below every value there"), (0.01, "in the BiLSTM's range"), (0.2, "between the BiLSTM's and the pooled"),
+     (1.0, "in the pooled models' range"), (10.0, "above every value there")],
+)  # fmt: skip
+def test_the_place_against_maini_table_2_follows_the_ratio(ratio, place):
+    """Table 2: BiLSTM 0.005 to 0.06, pooled models 0.40 to 3.87."""
+    text = vanishing.caption(_table({("lstm", "init"): (1e-20, 1e-20), ("lstm", "final"): (ratio, ratio)}))
+    assert f"Against Maini et al.'s Table 2, after training: LSTM {place}" in text
 
 
 def test_profiles_cover_init_snapshots_and_final_for_every_architecture(tmp_path, artifacts):
