@@ -18,6 +18,8 @@ from tqdm import tqdm
 
 from corpora.errors import UserError
 
+from .cost import Countdown
+
 
 @contextlib.contextmanager
 def executor(scheduler: str | None = None, workers: int | None = None) -> Iterator[Executor]:
@@ -42,21 +44,36 @@ def executor(scheduler: str | None = None, workers: int | None = None) -> Iterat
             yield pool
 
 
-def run_jobs(pool: Executor, tasks: Iterable[Callable[[], Any]], desc: str = "jobs") -> list[Any]:
+def run_jobs(
+    pool: Executor,
+    tasks: Iterable[Callable[[], Any]],
+    desc: str = "jobs",
+    estimates: list[float] | None = None,
+    workers: int = 1,
+) -> list[Any]:
     """Submit every task (a picklable callable, e.g. functools.partial of a top-level function).
 
     Results come back in task order. A failing task does not stop the others (their artifacts
-    are kept); the first error is raised once all have finished.
+    are kept); the first error is raised once all have finished. With `estimates` (seconds per
+    task, charlm.cost.Estimate.job_seconds) the progress line says the time left across all tasks
+    on `workers` workers (charlm.cost.Countdown).
     """
     tasks = list(tasks)
     futures = {pool.submit(task): k for k, task in enumerate(tasks)}
     results: list[Any] = [None] * len(tasks)
     errors = []
-    for future in tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job"):
+    countdown = Countdown(estimates, workers) if estimates and any(estimates) else None
+    bar = tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job")
+    if countdown:
+        bar.set_postfix_str(countdown.postfix())
+    for future in bar:
         try:
             results[futures[future]] = future.result()
         except Exception as err:
             errors.append(err)
+        if countdown:
+            countdown.done(futures[future])
+            bar.set_postfix_str(countdown.postfix(), refresh=False)
     if errors:
         raise errors[0]
     return results

@@ -29,6 +29,7 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, MissingInput, model_index
+from charlm import cost
 from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
 from charlm.plan import Planned, Profile, damage, plan
 from charlm.shipped import install_shipped, installed
@@ -299,11 +300,15 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         if m.model_id not in done_before:
             c = m.config
             say(f"  will train {c.arch} L{c.layers} H{c.size} dropout {c.dropout:g} seed {c.seed} on {m.corpus.name}")
+    snaps = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+    estimate = cost.estimate(profile, models, workers, threads, snaps, problems, out_dir, options.retrain, say=say)
+    for line in estimate.summary():
+        say(line)  # what the run will cost, before it starts (python -m reports --plan prints it per model)
     phase_seconds = {}
     with executor(scheduler, workers) as pool:
         t0 = time.perf_counter()
         if jobs:
-            run_jobs(pool, jobs, desc="train and score")
+            run_jobs(pool, jobs, desc="train and score", estimates=estimate.job_seconds(jobs), workers=workers)
         phase_seconds["models"] = time.perf_counter() - t0
 
         wanted = {m.model_id for m in models}
