@@ -35,6 +35,7 @@ each other down (calibration runs alone, on whatever else the machine is doing).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -267,6 +268,7 @@ def _fit_step(task, optimizer, grad_clip: float = 5.0) -> Callable[[], int]:
     return step
 
 
+@functools.lru_cache(maxsize=256)
 def scored_cells(n_positions: int, streams: int | None = None) -> int:
     """Stream-steps (streams x longest stream, warm-up included) `predict.score_split` runs to score a split."""
     from .predict import stream_layout
@@ -490,7 +492,8 @@ def neural_horizon(config, corpus_key: str, runs: list[dict]) -> tuple[float, st
         epochs = [e for e in epochs if e]
         if epochs:
             median = min(float(statistics.median(epochs)), float(config.epochs))
-            return median, f"median of {len(epochs)} finished runs with this stopping rule ({what})"
+            n = len(epochs)
+            return median, f"the median of {n} finished run{'s' * (n != 1)} with this stopping rule ({what})"
     return float(config.epochs), "the epoch cap (no finished run with this stopping rule to go by)"
 
 
@@ -502,6 +505,17 @@ def _epochs_run(metrics: dict) -> float | None:
     """Epochs a finished run trained (its last validation record), None if it recorded none."""
     records = metrics.get("epochs") or []
     return float(records[-1]["epoch"]) if records else None
+
+
+def split_size(corpus: corpora.Corpus, split: str) -> int:
+    """Characters in a split (remembered per corpus key: a charrnn split is a copy of the corpus each time)."""
+    key = (corpus.key, split)
+    if key not in _SPLIT_SIZES:
+        _SPLIT_SIZES[key] = int(corpus.split(split).size)
+    return _SPLIT_SIZES[key]
+
+
+_SPLIT_SIZES: dict[tuple[str, str], int] = {}
 
 
 def steps_per_epoch(train_chars: int, batch: int, unroll: int) -> int:
@@ -545,7 +559,7 @@ def neural_cost(planned, cal: Calibration, threads: int, snapshots: bool, runs: 
     from .train import snapshot_steps
 
     c, corpus = planned.config, planned.corpus
-    V, test = corpus.vocab_size, corpus.split("test").size - 1
+    V, test = corpus.vocab_size, split_size(corpus, "test") - 1
 
     def measured() -> dict:
         key = neural_key(c.arch, c.layers, c.size, V, c.batch_size, c.unroll, c.fused, threads)
@@ -579,7 +593,7 @@ def neural_cost(planned, cal: Calibration, threads: int, snapshots: bool, runs: 
             cost.disk += sum(f.get("bytes", 0) for f in _manifest_files(existing).values())
         return cost
     m = measured()
-    train_chars = corpus.split("train").size
+    train_chars = split_size(corpus, "train")
     spe = steps_per_epoch(train_chars, c.batch_size, c.unroll)
     chars_per_step = c.batch_size * c.unroll
     if c.max_chars is not None and math.ceil(c.max_chars / chars_per_step) < c.epochs * spe:
@@ -593,7 +607,7 @@ def neural_cost(planned, cal: Calibration, threads: int, snapshots: bool, runs: 
     if done:
         cost.status = "resume"
     validations = total_steps // spe + (1 if total_steps % spe else 0)
-    val_chars = min(c.eval_chars or 10**18, corpus.split("val").size)
+    val_chars = min(c.eval_chars or 10**18, split_size(corpus, "val"))
     left = cost.chars / (total_steps * chars_per_step)  # the share of the run still to do
     n_snap = len(snapshot_steps(c, spe, total_steps)) if c.snapshots else 0
     read_snaps = n_snap if snapshots else 0
@@ -627,9 +641,9 @@ def nnn_cost(planned, cal: Calibration, threads: int, runs: list[dict], problem:
     if problem is None:
         cost.status = "cached"
         return cost
-    positions = corpus.split("train").size - 1
-    val = min(config.eval_chars or 10**18, corpus.split("val").size) - 1
-    test = corpus.split("test").size - 1
+    positions = split_size(corpus, "train") - 1
+    val = min(config.eval_chars or 10**18, split_size(corpus, "val")) - 1
+    test = split_size(corpus, "test") - 1
     batch = min(config.batch_chars, positions)
     spe = math.ceil(positions / batch)
     if config.max_chars is not None and math.ceil(config.max_chars / batch) < config.epochs * spe:
@@ -667,7 +681,8 @@ def nnn_horizon(config, corpus_key: str, runs: list[dict]) -> tuple[float, str]:
         epochs += [_epochs_run(member) for member in r.get("grid", [])]
     epochs = [e for e in epochs if e]
     if epochs:
-        return min(float(statistics.median(epochs)), float(config.epochs)), f"median of {len(epochs)} finished"
+        n = len(epochs)
+        return min(float(statistics.median(epochs)), float(config.epochs)), f"the median of {n} finished n-NN members"
     return float(config.epochs), "epoch cap"
 
 
@@ -684,7 +699,7 @@ def ngram_costs(planned_ngrams: list, cal: Calibration, problems: dict) -> list[
         counts = cal.get(counts_key(corpus.key, max(orders)), lambda: measure_counts(train, max(orders)))
         k = cal.get(kenlm_key(corpus.key, (min(orders), max(orders))),
                     lambda: measure_kenlm(corpus, (min(orders), max(orders))))  # fmt: skip
-        V, test = corpus.vocab_size, corpus.split("test").size - 1
+        V, test = corpus.vocab_size, split_size(corpus, "test") - 1
         rows = min(SAMPLE_POSITIONS, test)
         for p in todo:
             order = p.n + 1
@@ -860,7 +875,8 @@ class Estimate:
                 horizons.setdefault(c.horizon, []).append(c)
         for what, group in horizons.items():
             epochs = sorted({round(c.epochs, 1) for c in group if c.epochs})
-            lines.append(f"estimate: {len(group)} models train {'/'.join(f'{e:g}' for e in epochs)} epochs: {what}")
+            n, count = len(group), "/".join(f"{e:g}" for e in epochs)
+            lines.append(f"estimate: {n} model{'s' * (n != 1)} train {count} epochs: {what}")
         loads = [e["load_average"] for e in self.calibration.entries.values() if e.get("load_average") is not None]
         m = self.calibration.machine
         lines.append(
@@ -986,7 +1002,7 @@ def planned_chars(models, problems: dict) -> int:
         else:
             config = nnn.NNNConfig(m.corpus.source or m.corpus.name, m.n, **m.options)
             cap, epochs, grid = config.max_chars, config.epochs, len(config.hidden_grid)
-        per_epoch = m.corpus.split("train").size
+        per_epoch = split_size(m.corpus, "train")
         total += grid * min(cap or epochs * per_epoch, epochs * per_epoch)
     return total
 
@@ -1003,7 +1019,7 @@ def _missing_calibrations(models, cal: Calibration, threads: int, problems: dict
             keys.add(neural_key(c.arch, c.layers, c.size, V, c.batch_size, c.unroll, c.fused, threads))
         elif m.kind == "nnn" and problems.get(m.model_id) is not None:
             config = nnn.NNNConfig(m.corpus.source or m.corpus.name, m.n, **m.options)
-            batch = min(config.batch_chars, m.corpus.split("train").size - 1)
+            batch = min(config.batch_chars, split_size(m.corpus, "train") - 1)
             keys |= {nnn_key(m.n, h, V, batch, config.targets, threads) for h in config.hidden_grid}
         elif m.kind == "ngram":
             ngram_orders.setdefault(m.corpus.key, []).append((m.n + 1, problems.get(m.model_id) is not None))

@@ -12,9 +12,10 @@ import pytest
 from conftest import make_text
 
 import corpora
+from analyses import common
 from charlm import cost, predictions
 from charlm.model import count_params
-from charlm.plan import load_profile, plan
+from charlm.plan import available, load_profile, plan
 from reports.pipeline import _jobs
 
 MACHINE = {"cpu": "Test CPU 9000", "cores": 2, "torch": "2.13.0+cpu", "device": "cpu"}
@@ -226,13 +227,10 @@ def test_a_real_calibration_of_a_tiny_network_is_quick_and_finite(monkeypatch):
     assert m["train_cps"] > 0 and m["forward_cps"] > 0
 
 
-def test_plan_prints_each_models_cost_and_the_total(tmp_path, monkeypatch, capsys, small_text_file):
-    """`python -m reports --plan` on the smoke profile, every throughput faked: the table has the estimate columns
-    and the totals say the wall time for the workers asked for."""
-    from reports.__main__ import main
-
+@pytest.fixture
+def fake_measurements(tmp_path, monkeypatch):
+    """Every measurement faked (no calibration runs), the cache in the test's folder."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
     monkeypatch.setattr(cost, "machine", lambda: MACHINE)
     monkeypatch.setattr(cost, "measure_neural", lambda *a, **k: dict(FAKE_NEURAL))
     nnn = {"train_cps": 2000.0, "setup_s_per_position": 0.0, "eval_pps": 1e4, "predict_pps": 1e4}
@@ -240,6 +238,30 @@ def test_plan_prints_each_models_cost_and_the_total(tmp_path, monkeypatch, capsy
     kenlm = {"build_start_s": 0.5, "build_s_per_ngram": 1e-5, "bytes_per_ngram": 24.0, "lookup_s": 1e-6,
              "states_per_position": 0.5}  # fmt: skip
     monkeypatch.setattr(cost, "measure_kenlm", lambda *a, **k: dict(kenlm))
+    monkeypatch.setattr(cost, "measure_counts", lambda train, top: {"counts": [1e4 * o for o in range(1, top + 1)]})
+
+
+@pytest.mark.parametrize("name", available())
+def test_every_profile_gets_seconds_and_disk_for_each_model_and_a_wall_time(name, artifacts, fake_measurements):
+    profile = load_profile(name)
+    models = plan(profile, None, common.orders_read(profile.analyses))[1]
+    est = cost.estimate(profile, models, workers=2, snapshots=True, calibrate=True, say=lambda _: None)
+    for model, c in zip(models, est.costs, strict=True):
+        assert c.total_s > 0 and c.disk > 0, (model.model_id, c)
+        assert ("training" in c.seconds) == (c.status == "train" and model.kind == "neural")
+        assert c.status == ("shipped, to score" if model.shipped else "train")
+    assert est.wall_s > est.models_wall_s >= max(c.total_s for c in est.costs)
+    assert est.wall_s < sum(c.total_s for c in est.costs) + sum(s for _, s in est.analyses) + est.render_s
+    summary = "\n".join(est.summary())
+    assert "wall time about" in summary and ("wants a GPU" in summary) == profile.wants_gpu
+
+
+def test_plan_prints_each_models_cost_and_the_total(tmp_path, monkeypatch, capsys, small_text_file, fake_measurements):
+    """`python -m reports --plan` on the smoke profile, every throughput faked: the table has the estimate columns
+    and the totals say the wall time for the workers asked for."""
+    from reports.__main__ import main
+
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
     assert main(["--profile", "smoke", "--corpus", str(small_text_file), "--plan", "--workers", "3"]) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if "est. seconds" in line)
