@@ -177,8 +177,18 @@ class Planned:
     options: dict = field(default_factory=dict)  # n-NN training options
     shipped: bool = False  # the repository ships this model (models/<profile>/): installed, never trained
 
-    def row(self) -> dict:
-        """One line of `--plan`."""
+    def row(self, cost=None) -> dict:
+        """One line of `--plan`; with its `charlm.cost.ModelCost`, also what it costs: the characters still to train
+        (the budget, or the expected epochs x the train split), those epochs, estimated seconds and new disk."""
+        row = self._shape_row()
+        if cost is not None:
+            row.update({
+                "train chars": cost.chars, "epochs": None if cost.epochs is None else round(cost.epochs, 2),
+                "status": cost.status, "est. seconds": round(cost.total_s), "disk MB": round(cost.disk / 1e6),
+            })  # fmt: skip
+        return row
+
+    def _shape_row(self) -> dict:
         c = self.config
         if c is not None:
             shape = {"arch": c.arch, "layers": c.layers, "width": c.size, "dropout": c.dropout, "seed": c.seed}

@@ -18,6 +18,8 @@ from tqdm import tqdm
 
 from corpora.errors import UserError
 
+from .cost import Countdown
+
 
 @contextlib.contextmanager
 def executor(scheduler: str | None = None, workers: int | None = None) -> Iterator[Executor]:
@@ -43,7 +45,12 @@ def executor(scheduler: str | None = None, workers: int | None = None) -> Iterat
 
 
 def run_jobs(
-    pool: Executor, tasks: Iterable[Callable[[], Any]], desc: str = "jobs", return_exceptions: bool = False
+    pool: Executor,
+    tasks: Iterable[Callable[[], Any]],
+    desc: str = "jobs",
+    return_exceptions: bool = False,
+    estimates: list[float] | None = None,
+    workers: int = 1,
 ) -> list[Any]:
     """Submit every task (a picklable callable, e.g. functools.partial of a top-level function).
 
@@ -52,21 +59,31 @@ def run_jobs(
     failing task's exception takes its place in the results instead (its traceback attached: a
     local pool chains the worker's as `__cause__`), and nothing is raised. Only `Exception`s are
     collected: a KeyboardInterrupt, here or from a worker, cancels the jobs not yet started and
-    propagates.
+    propagates. With `estimates` (seconds per task, charlm.cost.Estimate.job_seconds) the progress
+    line says the time left across all tasks on `workers` workers (charlm.cost.Countdown).
     """
     tasks = list(tasks)
     futures = {pool.submit(task): k for k, task in enumerate(tasks)}
     results: list[Any] = [None] * len(tasks)
     errors = []
+    countdown = Countdown(estimates, workers) if estimates and any(estimates) else None
     try:
         progress = tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job")
+        if countdown:
+            progress.set_postfix_str(countdown.postfix())
         for future in progress:
             try:
                 results[futures[future]] = future.result()
             except Exception as err:
                 errors.append(err)
                 results[futures[future]] = err
-                progress.set_postfix(failed=len(errors))
+            if countdown:
+                countdown.done(futures[future])
+            postfix = countdown.postfix() if countdown else ""
+            if errors:
+                postfix = f"{postfix}, failed={len(errors)}" if postfix else f"failed={len(errors)}"
+            if postfix:
+                progress.set_postfix_str(postfix, refresh=False)
     except BaseException:
         for future in futures:
             future.cancel()

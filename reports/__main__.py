@@ -7,15 +7,56 @@ some models could not be built (one line on stderr names them and the folder of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from charlm.plan import available, load_profile
+import pandas as pd
+
+from analyses import common
+from charlm import cost
+from charlm.plan import Planned, Profile, available, load_profile, plan
 from corpora.errors import run_cli
 
 from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, run
 
 EXIT_INCOMPLETE = 1  # the report was written without some sections or models
+
+
+def workers_for(profile: Profile, workers: int | None) -> int:
+    """--workers, else the profile's [run] workers, else half the cores (as reports.pipeline.run picks them)."""
+    return workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
+
+
+def reads_snapshots(profile: Profile) -> bool:
+    """Whether the profile's analyses read the training snapshots' predictions (then every snapshot is scored)."""
+    return any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+
+
+def plan_estimate(profile: Profile, args, models: list[Planned], redo: bool) -> cost.Estimate:
+    calibration = cost.Calibration(redo=redo)
+    return cost.estimate(
+        profile, models, workers_for(profile, args.workers), snapshots=reads_snapshots(profile),
+        build_dir=args.build_dir / profile.name, retrain=args.retrain, calibration=calibration, calibrate=True,
+    )  # fmt: skip
+
+
+def print_plan(profile: Profile, models: list[Planned], estimate: cost.Estimate) -> pd.DataFrame:
+    """Every model with what it costs, then the totals (charlm.cost.Estimate.summary)."""
+    table = pd.DataFrame([m.row(c) for m, c in zip(models, estimate.costs, strict=True)])
+    for column in ("layers", "width", "seed", "params", "train chars", "est. seconds", "disk MB"):
+        table[column] = table[column].astype("Int64").astype(object)  # integers, and blanks for baselines
+    table = table.drop(columns=["cached", "shipped"]).astype(object).where(table.notna(), "")  # status says both
+    with pd.option_context("display.max_rows", 1000, "display.width", 250):
+        print(table.to_string(index=False))
+    neural = table[table["kind"] == "neural"]
+    print(
+        f"\nprofile {profile.name}: {len(table)} models ({len(neural)} neural); dropout grid {profile.dropouts}; "
+        f"analyses: {', '.join(profile.analyses)}"
+    )
+    for line in estimate.summary():
+        print(line)
+    return table
 
 
 def main(argv=None) -> int:
@@ -28,7 +69,10 @@ def main(argv=None) -> int:
         default=None,
         help="Dask scheduler address, e.g. tcp://host:8786 (default: $DASK_SCHEDULER, else local processes)",
     )
-    parser.add_argument("--workers", type=int, default=None, help="local worker processes (default: the profile's)")
+    parser.add_argument(
+        "--workers", type=int, default=None,
+        help="worker processes (default: the profile's); with --plan, the workers the wall time is estimated for",
+    )  # fmt: skip
     parser.add_argument(
         "--corpus", action="append", default=None, help="replace the profile's corpora (name or file path; repeatable)"
     )
@@ -37,7 +81,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--plan", action="store_true",
-        help="print every model the profile would train (type, depth, width, parameters, budget row, cached) and exit",
+        help="print every model the profile would train (type, depth, width, parameters, budget row, status) with "
+        "its estimated characters, epochs, seconds and disk, the totals and the wall time, and exit",
+    )  # fmt: skip
+    parser.add_argument(
+        "--calibrate", action="store_true",
+        help="measure this machine's throughput for the profile's models again (cached in "
+        f"{cost.cache_dir()}/calibration-<machine>.json; a few seconds per architecture and width)",
     )  # fmt: skip
     parser.add_argument(
         "--retrain", action="store_true",
@@ -45,8 +95,14 @@ def main(argv=None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
+    if args.plan or args.calibrate:
+        models = plan(profile, args.corpus, common.orders_read(profile.analyses))[1]
+        estimate = plan_estimate(profile, args, models, redo=args.calibrate)
+        if args.plan:
+            print_plan(profile, models, estimate)
+            return 0
     options = RunOptions(
-        profile, args.corpus, args.scheduler, args.workers, args.build_dir, plan_only=args.plan, retrain=args.retrain,
+        profile, args.corpus, args.scheduler, args.workers, args.build_dir, retrain=args.retrain,
         profile_arg=args.profile,
     )  # fmt: skip
     try:

@@ -37,6 +37,7 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, MissingInput, model_index
+from charlm import cost
 from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
 from charlm.plan import Planned, Profile, damage, plan
 from charlm.shipped import install_shipped, installed
@@ -450,10 +451,21 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         if m.model_id not in done_before:
             c = m.config
             say(f"  will train {c.arch} L{c.layers} H{c.size} dropout {c.dropout:g} seed {c.seed} on {m.corpus.name}")
+    snaps = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+    estimate = cost.estimate(profile, models, workers, threads, snaps, problems, out_dir, options.retrain, say=say)
+    for line in estimate.summary():
+        say(line)  # what the run will cost, before it starts (python -m reports --plan prints it per model)
     phase_seconds = {}
     with executor(scheduler, workers) as pool:
         t0 = time.perf_counter()
-        outcomes = run_jobs(pool, jobs, desc="train and score", return_exceptions=True) if jobs else []
+        outcomes = (
+            run_jobs(
+                pool, jobs, desc="train and score", return_exceptions=True, estimates=estimate.job_seconds(jobs),
+                workers=workers,
+            )
+            if jobs
+            else []
+        )  # fmt: skip
         failed_models = _model_failures(jobs, outcomes, models, log_dir)
         phase_seconds["models"] = time.perf_counter() - t0
 
