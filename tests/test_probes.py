@@ -8,8 +8,10 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import fake_corpus_file
 from sklearn.model_selection import GroupKFold, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from test_cells import COUNTER, line_counter_lstm
 
 from charlm.model import CharLM, ModelConfig
 from corpora import run_cli
@@ -409,14 +411,46 @@ def test_the_viewer_page_loads_in_chromium_without_errors(tmp_path):
 # ------------------------------------------------------------------------------------------ the command line
 
 
-def test_view_cli_writes_a_standalone_page(tiny_run, tmp_path):
+def viewer_data(page: str) -> dict:
+    """The data a viewer page embeds (what its script draws): texts and series, values decoded to [-1, 1]."""
+    import base64
+    import json
+
+    data = json.loads(re.search(r'<script type="application/json" class="cv-data">(.*?)</script>', page, re.S)[1])
+    for s in data["series"]:
+        s["decoded"] = np.frombuffer(base64.b64decode(s["values"]), dtype=np.int8) / 127.0
+    return data
+
+
+def test_view_cli_shows_every_cell_of_the_layer_ranked_and_warmed_up(tmp_path, artifacts):
+    """The page holds every cell of the layer, the counter ranked first for line_position, and what it shows for
+    the counter is its tanh(c) on the shown text after the warm-up: tanh(0.02 x characters read since the last
+    newline, counted from the warm-up's first character)."""
+    corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
+    folder = line_counter_lstm(corpus, step=0.02)
+    data = corpus.decode(corpus.split("test"))[:700]
     text = tmp_path / "t.txt"
-    text.write_bytes(tiny_run.corpus_path.read_bytes()[:300])
+    text.write_bytes(data)
     out = tmp_path / "view.html"
-    args = [str(tiny_run.out / "checkpoint.pt"), "--text", str(text), "--cell", "0:3", "--out", str(out)]
-    assert run_cli(view.main, [*args, "--feature", "in_quotes"]) == 0
-    page = out.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "cell 3" in page and "tanh(c)" in page
+    start, chars, warmup = 300, 250, 120
+    args = ["--text", str(text), "--start", str(start), "--chars", str(chars), "--warmup", str(warmup)]
+    assert run_cli(view.main, [folder.name, *args, "--feature", "line_position", "--out", str(out)]) == 0  # an id
+    shown = viewer_data(out.read_text())
+    cells_shown = [s["cell"] for s in shown["series"]]
+    assert cells_shown[0] == COUNTER and sorted(cells_shown) == list(range(8))
+    read = data[start - warmup : start + chars]
+    expected = np.tanh(0.02 * F.line_position(read)[warmup:])
+    np.testing.assert_allclose(shown["series"][0]["decoded"], expected, atol=0.5 / 127 + 1e-6)
+    assert shown["texts"]["text"]["labels"] == F.line_position(read)[warmup:].tolist()  # of the text read
+    chars_shown = "".join(shown["texts"]["text"]["chars"])
+    assert chars_shown.replace("\u00b7", " ").replace("\u21b5", "") == data[start : start + chars].decode()
+
+    # the model's folder, a split of its corpus, and a chosen cell shown first
+    args = [str(folder), "--split", "test", "--chars", "100", "--cell", "0:2", "--out", str(out)]
+    assert run_cli(view.main, args) == 0
+    shown = viewer_data(out.read_text())
+    assert [s["cell"] for s in shown["series"]] == [2, 0, 1, 3, 4, 5, 6, 7]
+    assert "cell 2" in shown["series"][0]["title"]
 
 
 @pytest.mark.parametrize(
@@ -427,6 +461,8 @@ def test_view_cli_writes_a_standalone_page(tiny_run, tmp_path):
         (["--cell", "0:99"], None, "cell 99 is out of range"),
         (["--cell", "4:0"], None, "layer 4 is out of range"),
         (["--cell", "zero"], None, "LAYER:INDEX"),
+        (["--start", "5000"], None, "past the end of the text"),
+        (["--layer", "1"], None, "name different layers"),
         ([], b"", "the text is empty"),
         ([], b"caf\xc3\xa9 {}", "outside the model's vocabulary"),
         (["--internal", "z"], None, "has no internal"),
@@ -439,3 +475,10 @@ def test_view_cli_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, capsys, e
     assert run_cli(view.main, args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_view_cli_names_a_missing_model(tmp_path, artifacts, capsys):
+    text = tmp_path / "t.txt"
+    text.write_bytes(b"abc")
+    assert run_cli(view.main, ["no-such-model", "--text", str(text)]) == 2
+    assert "model no-such-model does not exist" in capsys.readouterr().err
