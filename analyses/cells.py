@@ -5,16 +5,22 @@ quotes, inside strings and comments and inside the parentheses of an `if`, and g
 block. They found them by looking. Here every architecture gets the same measurements, on the same windows of
 the test split:
 
-1. Labels per character from raw text (`probes.features`; label t = the state after reading character t).
+1. Labels per character from raw text (`probes.features`; label t = the state after reading character t), computed
+   on the text the model read: each window's state is warmed up from zero on the characters before it, and its
+   labels are counted from there too. A feature held by too few training windows is "too rare": no probe, no cell.
 2. Linear probes on every probed internal of every layer (`probes.probe`): logistic for binary features
    (scored by balanced accuracy), ridge for counts (R^2), standardised and regularised on training windows
    only, scored on other windows (no neighbouring characters across the split).
-3. Hewitt and Liang's (2019) control task: every byte gets one fixed random label from the real label
-   distribution; selectivity = task score - control score, same probe and hyperparameters.
+3. What the probe's score means, measured two ways. A baseline: the same probe reading only the last k characters
+   (k = 1, 3, 10, one-hot), so probe - baseline is what the state holds beyond them. Hewitt and Liang's (2019)
+   control task: every byte (or trigram) gets one fixed random label from the real label distribution;
+   selectivity = task score - control score, same probe and hyperparameters. That control is kept only where it
+   is informative: the character control sits at its ceiling for most binary features (a state that encodes the
+   byte just read lets the probe memorise any label per byte) and the trigram control at its floor for counts.
 4. Single cells of the memory cell c (or h where there is none): each cell alone as a probe, and the full
-   probe's |weight| x std. The best single cell is confirmed by ablation (NeuroX): it is held at zero during the
-   forward pass and the probe and the language model's loss on that feature's characters are measured again,
-   beside the top-k cells by weight and k random cells.
+   probe's |weight| x std. The best single cell is confirmed by ablation (NeuroX): held at zero, and held at its
+   mean, during the forward pass, the probe and the language model's loss on that feature's characters are
+   measured again, beside the same for 20 random single cells: the best cell's effect is read against their spread.
 5. For the best cells, an activation viewer as in Fig 2 (`probes.view`): text coloured by tanh(c), -1 red,
    +1 blue.
 
@@ -38,14 +44,22 @@ from corpora.errors import UserError, run_cli
 from probes.activations import (
     cell_internal,
     more_windows,
-    run_zeroed,
+    run_ablated,
     shown,
     trace_windows,
     window_batch,
     window_starts,
 )
-from probes.features import Feature, check_names, features_for, style_of
-from probes.probe import SingleCells, block_split, context_types, fit_probe, score
+from probes.features import Feature, check_names, features_for, style_of, window_labels
+from probes.probe import (
+    SingleCells,
+    block_split,
+    context_types,
+    control_informative,
+    fit_probe,
+    last_chars,
+    score,
+)
 from probes.view import display_chars, strip_axes, viewer_html
 
 from .common import analysis_main, source_digest, style
@@ -60,7 +74,9 @@ PAPER_SOURCE = "Karpathy et al. (2016), sec 4.2 and Fig 2 (cells found by inspec
 SETTINGS = {
     "split": "test",  # where the windows come from
     "windows": 40,  # windows of text spread evenly over the split (the probe's blocks)
-    "extra_windows": 12,  # more windows where a rare binary feature begins (if fewer than 2 test_every hold it)
+    "extra_windows": 12,  # more windows where a rare binary feature begins (when too few windows hold it)
+    "min_windows": 10,  # a feature held by fewer training windows than this is "too rare" (binary: on somewhere in
+    "min_test_windows": 3,  # the window; count: varying in it); and by fewer test windows than this
     "window": 400,  # characters per window
     "warmup": 250,  # characters read before each window (from a zero state) so its state is warmed up
     "test_every": 4,  # every 4th window is a test window: 30 train, 10 test
@@ -71,7 +87,9 @@ SETTINGS = {
     "internals": ["c", "h"],  # internals probed where an architecture has them (["all"]: every internal)
     "features": [],  # feature names to probe (empty: every feature of each corpus's text)
     "seeds": 1,  # models probed per configuration (the lowest seeds); groups are never pooled
-    "top_k": 3,  # cells zeroed together by |weight| x std, and the number of random cells zeroed as a control
+    "last_k": [1, 3, 10],  # baselines: the same probe on the last k characters read (one-hot)
+    "control_margin": 0.1,  # a control task is informative when its score is this far from chance and from 1
+    "random_cells": 20,  # random single cells ablated as the control of the best cell's ablation
     "viewer_cells": 3,  # best cells per feature and model offered by the viewer
     "found_binary": 0.75,  # a single cell "is" the paper's cell when it alone reaches this balanced accuracy
     "found_count": 0.5,  # ... or this R^2 for a count
@@ -151,46 +169,66 @@ def _choose_features(styles: dict[str, str], wanted: list[str]) -> dict[str, lis
 class Windows:
     """The windows of one corpus's split that every model is probed on, with their labels.
 
-    Windows are spread evenly over the split; a binary feature seen in too few of them (parentheses in War and
-    Peace: 1 % of characters) gets `extra_windows` more where it begins, so both the training and the test
-    windows hold it. Every `test_every`-th window (in text order) is a test window.
+    Windows are spread evenly over the split; a binary feature held by too few of the training or test windows
+    (parentheses in War and Peace: 1 % of characters) gets `extra_windows` more where it begins. Every
+    `test_every`-th window (in text order) is a test window. Labels and focus positions are those of the text each
+    window's model read, from the start of its warm-up (`probes.features.window_labels`).
     """
 
     def __init__(self, text: bytes, ids: np.ndarray, features: list[Feature], s: dict):
         self.length, self.warmup = s["window"], s["warmup"]
-        full = {f.name: f.labels(text) for f in features}
+        self.min_windows, self.min_test_windows = s["min_windows"], s["min_test_windows"]
         starts = window_starts(ids.size, s["windows"], self.length, self.warmup)
         is_test = block_split(np.arange(starts.size), s["test_every"])
         for f in features:
-            inside = full[f.name][starts[:, None] + np.arange(self.length)]
-            if f.kind == "binary" and np.count_nonzero(inside.any(1)) < 2 * s["test_every"]:
-                onsets = np.flatnonzero(np.diff(full[f.name]) > 0) + 1
+            if f.kind != "binary":
+                continue
+            full = f.labels(text)  # the whole split's labels, only to find where the feature begins
+            inside = full[starts[:, None] + np.arange(self.length)].any(1)
+            if (np.count_nonzero(inside & ~is_test) < self.min_windows
+                    or np.count_nonzero(inside & is_test) < self.min_test_windows):  # fmt: skip
+                onsets = np.flatnonzero(np.diff(full) > 0) + 1
                 extra = more_windows(starts, onsets, ids.size, self.length, self.warmup, s["extra_windows"])
                 starts = np.concatenate([starts, extra])  # every test_every-th extra window is a test window too
                 is_test = np.concatenate([is_test, block_split(np.arange(extra.size), s["test_every"])])
         order = np.argsort(starts, kind="stable")
-        self.starts, is_test = starts[order], is_test[order]
+        self.starts, self.window_is_test = starts[order], is_test[order]
         self.batch = window_batch(ids, self.starts, self.length, self.warmup)  # (W, warmup + L)
         positions = self.starts[:, None] + np.arange(self.length)  # (W, L)
         self.groups = np.repeat(np.arange(len(self.starts)), self.length)
-        self.test = np.repeat(is_test, self.length)
-        self.test_windows = np.flatnonzero(is_test)
+        self.test = np.repeat(self.window_is_test, self.length)
+        self.test_windows = np.flatnonzero(self.window_is_test)
         raw = np.frombuffer(text, dtype=np.uint8)
         self.control_types = {name: context_types(raw, positions, context).ravel()
                               for name, context in CONTROLS.items()}  # fmt: skip
         self.text, self.positions = text, positions
         self.labels, self.focus = {}, {}
         for f in features:
-            self.labels[f.name] = full[f.name][positions].ravel()
-            self.focus[f.name] = f.focus_positions(text, full[f.name])[positions]  # (W, L)
+            labels, focus = window_labels(f, text, self.starts, self.length, self.warmup)
+            self.labels[f.name], self.focus[f.name] = labels.ravel(), focus  # (W * L,), (W, L)
 
-    def probeable(self, f: Feature) -> bool:
-        """Enough of the feature in both parts to fit and score a probe (both classes, or some spread)."""
+    def holding(self, f: Feature) -> tuple[int, int]:
+        """How many training and test windows hold the feature: a binary one on somewhere, a count varying."""
+        y = self.labels[f.name].reshape(len(self.starts), self.length)
+        held = y.any(1) if f.kind == "binary" else np.ptp(y, 1) > 0
+        return int(held[~self.window_is_test].sum()), int(held[self.window_is_test].sum())
+
+    def too_rare(self, f: Feature) -> str:
+        """Why a feature cannot be probed here ("" if it can): too few windows hold it, or too few characters.
+
+        A probe and a "best cell" ranked on a handful of training windows learn those windows (the Linux LSTM's
+        strings held by 5 of them: a best cell at chance on the test windows), so a minimum count is required."""
         y = self.labels[f.name]
+        train, test = self.holding(f)
+        if train < self.min_windows or test < self.min_test_windows:
+            return (f"too rare: {train} training and {test} test windows hold it, at least {self.min_windows} and "
+                    f"{self.min_test_windows} needed")  # fmt: skip
         parts = (y[~self.test], y[self.test])
-        if f.kind == "binary":
-            return all(min(np.count_nonzero(p), np.count_nonzero(p == 0)) >= 10 for p in parts)
-        return all(np.ptp(p) > 0 for p in parts)
+        if f.kind == "binary" and not all(min(np.count_nonzero(p), np.count_nonzero(p == 0)) >= 10 for p in parts):
+            return "too rare: fewer than 10 characters of a class in the training or test windows"
+        if f.kind == "count" and not all(np.ptp(p) > 0 for p in parts):
+            return "too rare: the count is constant in the training or test windows"
+        return ""
 
     def excerpt(self, f: Feature) -> tuple[int, int]:
         """The test window the viewer shows for a feature (the most mixed, binary, or most varied, count) and where
@@ -202,22 +240,53 @@ class Windows:
         return w, newline + 1 if 0 <= newline < self.length // 3 else 0
 
 
+def last_chars_baselines(windows: Windows, features: list[Feature], s: dict) -> dict[str, float]:
+    """{f"{feature}_last{k}": score}: the same probe as the task's, fitted on the same training windows and scored
+    on the same test windows, reading only the one-hot last k characters (k in `last_k`) instead of a state."""
+    if max(s["last_k"], default=1) > windows.warmup + 1:
+        raise UserError(f"last_k {max(s['last_k'])} reaches before the {windows.warmup} characters of warm-up")
+    raw = np.frombuffer(windows.text, dtype=np.uint8)
+    out = {}
+    for k in s["last_k"]:
+        X = last_chars(raw, windows.positions, int(k))
+        for f in features:
+            r = fit_probe(X, windows.labels[f.name], windows.test, windows.groups, f.kind, None, s["train_stride"],
+                          s["cv"], s["cs"] if f.kind == "binary" else s["alphas"], s["seed"])  # fmt: skip
+            out[f"{f.name}_last{k}"] = r.score
+    return out
+
+
+def _against(r, kind: str, baselines: dict[str, float], feature: str, s: dict) -> dict:
+    """The columns that say what a probe's score means: each control and whether it is informative, its
+    selectivity, each last-k baseline and the probe's lead over it."""
+    out = {}
+    for name, column in (("character", ""), ("trigram", "_trigram")):
+        out[f"control{column}"] = r.controls[name]
+        out[f"selectivity{column}"] = r.selectivity(name)
+        out[f"control{column}_informative"] = float(control_informative(r.controls[name], kind, s["control_margin"]))
+    for k in s["last_k"]:
+        out[f"last{k}"] = baselines[f"{feature}_last{k}"]
+        out[f"selectivity_last{k}"] = r.score - baselines[f"{feature}_last{k}"]
+    return out
+
+
 # ------------------------------------------------------------------------------------------ one model
 
 
-def probe_model(model, windows: Windows, features: list[Feature], s: dict, base: dict) -> pd.DataFrame:
+def probe_model(model, windows: Windows, features: list[Feature], s: dict, base: dict, baselines: dict) -> pd.DataFrame:
     """Every record of one model: probes per layer x internal x feature, best cells and their ablation, viewer."""
     rng = np.random.default_rng(s["seed"])
     acts = trace_windows(model, windows.batch, windows.warmup)  # {'layers.l.name': (W, L, H)}
     W, L = windows.positions.shape
     H = model.config.size
-    probeable = [f for f in features if windows.probeable(f)]
+    probeable = [f for f in features if not windows.too_rare(f)]
     rows = []
     for f in features:
         if f not in probeable:
+            train, test = windows.holding(f)
             rows.append({**base, "record": "probe", "layer": 0, "internal": "", "feature": f.name,
-                         "feature_kind": f.kind, "metric": METRIC[f.kind],
-                         "note": "too few examples in the windows"})  # fmt: skip
+                         "feature_kind": f.kind, "metric": METRIC[f.kind], "train_windows": train,
+                         "test_windows": test, "note": windows.too_rare(f)})  # fmt: skip
     for layer in range(model.config.layers):
         names = sorted(k.rsplit(".", 1)[1] for k in acts if k.startswith(f"layers.{layer}."))
         cell_name = cell_internal(names)
@@ -232,96 +301,127 @@ def probe_model(model, windows: Windows, features: list[Feature], s: dict, base:
                               s["cv"], s["cs"] if f.kind == "binary" else s["alphas"], s["seed"])  # fmt: skip
                 if internal == cell_name:
                     cell_probes[f.name] = r
+                train, test = windows.holding(f)
                 rows.append({
                     **base, "record": "probe", "layer": layer, "internal": internal, "feature": f.name,
                     "feature_kind": f.kind, "metric": METRIC[f.kind], "score": r.score, "baseline": r.baseline,
-                    "control": r.controls["character"], "selectivity": r.selectivity("character"),
-                    "control_trigram": r.controls["trigram"], "selectivity_trigram": r.selectivity("trigram"),
-                    "accuracy": r.accuracy,
+                    **_against(r, f.kind, baselines, f.name, s), "accuracy": r.accuracy,
                     "majority": r.majority, "strength": r.strength, "n_train": int((~windows.test).sum()),
-                    "n_test": int(windows.test.sum()),
+                    "n_test": int(windows.test.sum()), "train_windows": train, "test_windows": test,
                     "positive_rate": float(y[windows.test].mean()),
                 })  # fmt: skip
         if not cell_probes:
             continue
-        rows.extend(_cells(model, windows, probeable, cell_probes, acts, layer, cell_name, s, base, rng))
+        rows.extend(_cells(model, windows, probeable, cell_probes, acts, layer, cell_name, s, base, baselines, rng))
     return pd.DataFrame(rows)
 
 
-def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, rng) -> list[dict]:
-    """Best single cells per feature, confirmed by zeroing them; and the viewer's series."""
+def _versus_random(effect: float, random: np.ndarray) -> str:
+    """Where an effect lies against the effects of random cells: "above" or "below" all of them, else "inside"
+    (beyond all of 20 draws: a one-sided p of at most 1/21, under 0.05)."""
+    if random.size == 0 or not np.isfinite(effect):
+        return ""
+    return "above" if effect > random.max() else "below" if effect < random.min() else "inside"
+
+
+def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, baselines, rng) -> list[dict]:
+    """Best single cells per feature, confirmed by holding them at zero and at their mean beside random cells; and
+    the viewer's series."""
     W, L = windows.positions.shape
     H = model.config.size
     Xc = acts[f"layers.{layer}.{cell_name}"].reshape(W * L, H)
-    k = min(s["top_k"], H)
     picks, single = {}, SingleCells(Xc, windows.test)
     for f in features:
         train_score, test_score = single.scores(windows.labels[f.name], f.kind)
         by_single = np.argsort(-train_score, kind="stable")  # ranked on the training windows only
         by_weight = np.argsort(-probes[f.name].probe.importance_, kind="stable")
         picks[f.name] = (by_single, by_weight, test_score)
-    chosen = {int(c) for f in features for c in (picks[f.name][0][0], *picks[f.name][1][:k])}
-    random_cells = rng.choice(np.setdiff1d(np.arange(H), sorted(chosen)), size=min(k, H - len(chosen)), replace=False)
+    best = {f.name: int(picks[f.name][0][0]) for f in features}
+    pool = np.setdiff1d(np.arange(H), sorted(set(best.values())))
+    pool = pool if pool.size else np.arange(H)
+    random_cells = np.sort(rng.choice(pool, size=min(int(s["random_cells"]), pool.size), replace=False))
 
-    # zeroing runs on the test windows: the clean run, k random cells, and per feature its best cell and top k
-    conditions = [np.array([], dtype=int), random_cells]
-    for f in features:
-        conditions += [picks[f.name][0][:1], picks[f.name][1][:k]]
+    # the runs, on the test windows: clean, then each cell (the best ones, the random ones) held at 0 and at its mean
+    states = model.layers[layer].state_names
+    means = {n: acts[f"layers.{layer}.{n}"].reshape(W * L, H)[~windows.test].mean(0) for n in states}
+    runs = [(-1, "clean")] + [(int(c), how) for c in (*sorted(set(best.values())), *random_cells)
+                              for how in ("zero", "mean")]  # fmt: skip
+    index = {run: k for k, run in enumerate(runs)}
     tw = windows.test_windows
-    zero = np.zeros((len(conditions) * tw.size, H), dtype=bool)
-    for c, units in enumerate(conditions):
-        zero[c * tw.size : (c + 1) * tw.size, units] = True
-    logp, states = run_zeroed(model, np.tile(windows.batch[tw], (len(conditions), 1)), layer, zero)
-    logp = logp.reshape(len(conditions), tw.size, -1)[:, :, windows.warmup : windows.warmup + L - 1]  # (C, n, L-1)
-    cells = states[cell_name].reshape(len(conditions), tw.size, -1, H)[:, :, windows.warmup :]  # (C, n, L, H)
-
-    def probe_under(f, c):
-        y = windows.labels[f.name].reshape(W, L)[tw].ravel()
-        return score(f.kind, y, probes[f.name].probe.predict(cells[c].reshape(-1, H)))
-
-    def loss(c, mask):
-        return float(-logp[c][mask].mean()) if mask.any() else float("nan")
+    held = np.zeros((len(runs), tw.size, H), dtype=bool)
+    fill = {n: np.zeros((len(runs), tw.size, H), dtype=np.float32) for n in states}
+    for k, (cell, how) in enumerate(runs):
+        if cell >= 0:
+            held[k, :, cell] = True
+            for n in states:
+                fill[n][k] = means[n] if how == "mean" else 0.0
+    logp, traced = run_ablated(model, np.tile(windows.batch[tw], (len(runs), 1)), layer, held.reshape(-1, H),
+                               {n: v.reshape(-1, H) for n, v in fill.items()})  # fmt: skip
+    logp = logp.reshape(len(runs), tw.size, -1)[:, :, windows.warmup : windows.warmup + L - 1]  # (R, n, L-1)
+    cells = traced[cell_name].reshape(len(runs), tw.size, -1, H)[:, :, windows.warmup :]  # (R, n, L, H)
 
     rows = []
-    for j, f in enumerate(features):
+    for f in features:
         by_single, by_weight, test_score = picks[f.name]
-        best = int(by_single[0])
+        cell = best[f.name]
         r = probes[f.name]
-        focus = windows.focus[f.name][tw][:, : L - 1]
-        elsewhere = ~focus
-        c_best, c_top = 2 + 2 * j, 3 + 2 * j
-        clean = loss(0, focus)
+        y = windows.labels[f.name].reshape(W, L)[tw].ravel()
+        focus = windows.focus[f.name][tw][:, : L - 1]  # position t's prediction is of character t + 1
+
+        def probe_under(run, f=f, r=r, y=y):
+            return score(f.kind, y, r.probe.predict(cells[index[run]].reshape(-1, H)))
+
+        def loss(run, mask):
+            return float(-logp[index[run]][mask].mean()) if mask.any() else float("nan")
+
+        def delta(run, mask):
+            return loss(run, mask) - loss((-1, "clean"), mask)
+
+        ablation = {}
+        for how, tag in (("zero", "zero"), ("mean", "mean")):
+            probe_random = np.array([probe_under((int(c), how)) for c in random_cells])
+            lm_random = np.array([delta((int(c), how), focus) for c in random_cells])
+            probe_best, lm_best = probe_under((cell, how)), delta((cell, how), focus)
+            ablation.update({
+                f"probe_{tag}_best": probe_best, f"lm_{tag}_best": lm_best,
+                f"lm_{tag}_best_elsewhere": delta((cell, how), ~focus),
+                f"probe_{tag}_random_lo": _quantile(probe_random, 0.0),
+                f"probe_{tag}_random_median": _quantile(probe_random, 0.5),
+                f"probe_{tag}_random_hi": _quantile(probe_random, 1.0),
+                f"lm_{tag}_random_lo": _quantile(lm_random, 0.0),
+                f"lm_{tag}_random_median": _quantile(lm_random, 0.5),
+                f"lm_{tag}_random_hi": _quantile(lm_random, 1.0),
+                f"probe_{tag}_vs_random": _versus_random(probe_best, probe_random),
+                f"lm_{tag}_vs_random": _versus_random(lm_best, lm_random),
+            })  # fmt: skip
         gain = r.score - r.baseline  # a share of a probe at chance means nothing: below 0.05 it is left out
         found_at = s["found_binary"] if f.kind == "binary" else s["found_count"]
         rows.append({
             **base, "record": "cell", "layer": layer, "internal": cell_name, "feature": f.name,
             "feature_kind": f.kind, "metric": METRIC[f.kind], "probe_score": r.score, "baseline": r.baseline,
-            "control": r.controls["character"], "selectivity": r.selectivity("character"),
-            "control_trigram": r.controls["trigram"], "selectivity_trigram": r.selectivity("trigram"),
-            "best_cell": best, "best_cell_score": float(test_score[best]),
-            "best_cell_share": float((test_score[best] - r.baseline) / gain) if gain > 0.05 else float("nan"),
-            "weight_cell": int(by_weight[0]), "best_cell_weight_rank": int(np.flatnonzero(by_weight == best)[0]) + 1,
-            "top_cells": " ".join(map(str, by_weight[:k])), "random_cells": " ".join(map(str, random_cells)),
-            "probe_zero_best": probe_under(f, c_best), "probe_zero_top": probe_under(f, c_top),
-            "probe_zero_random": probe_under(f, 1), "lm_focus": clean,
-            "lm_delta_best": loss(c_best, focus) - clean, "lm_delta_top": loss(c_top, focus) - clean,
-            "lm_delta_random": loss(1, focus) - clean,
-            "lm_delta_best_elsewhere": loss(c_best, elsewhere) - loss(0, elsewhere),
-            "n_focus": int(focus.sum()),
-            "paper_cell": f.paper_cell,
-            "focus": f.focus_description,
-            "found_at": found_at,
-            "found": float(test_score[best] >= found_at),
+            **_against(r, f.kind, baselines, f.name, s),
+            "best_cell": cell, "best_cell_score": float(test_score[cell]),
+            "best_cell_share": float((test_score[cell] - r.baseline) / gain) if gain > 0.05 else float("nan"),
+            "weight_cell": int(by_weight[0]), "best_cell_weight_rank": int(np.flatnonzero(by_weight == cell)[0]) + 1,
+            "random_cells": " ".join(map(str, random_cells)), "n_random": int(random_cells.size),
+            **ablation, "lm_focus": loss((-1, "clean"), focus), "n_focus": int(focus.sum()),
+            "paper_cell": f.paper_cell, "focus": f.focus_description, "found_at": found_at,
+            "found": float(test_score[cell] >= found_at),
         })  # fmt: skip
         w, offset = windows.excerpt(f)
-        for rank, cell in enumerate(by_single[: s["viewer_cells"]], start=1):
-            values, quantity = shown(acts[f"layers.{layer}.{cell_name}"][w, offset:, cell], cell_name)
+        for rank, c in enumerate(by_single[: s["viewer_cells"]], start=1):
+            values, quantity = shown(acts[f"layers.{layer}.{cell_name}"][w, offset:, c], cell_name)
             rows.append({
                 **base, "record": "viewer", "layer": layer, "internal": cell_name, "feature": f.name,
-                "feature_kind": f.kind, "cell": int(cell), "rank": rank, "best_cell_score": float(test_score[cell]),
+                "feature_kind": f.kind, "cell": int(c), "rank": rank, "best_cell_score": float(test_score[c]),
                 "quantity": quantity, "values": _b64(np.rint(np.clip(values, -1, 1) * 127), np.int8),
             })  # fmt: skip
     return rows
+
+
+def _quantile(values: np.ndarray, q: float) -> float:
+    values = values[np.isfinite(values)]
+    return float(np.quantile(values, q)) if values.size else float("nan")
 
 
 # ------------------------------------------------------------------------------------------ compute
@@ -355,6 +455,11 @@ def compute(ctx: Context) -> pd.DataFrame:
             windows = Windows(text, ids, features, s)
         except ValueError as err:
             raise UserError(f"{models['corpus'].iloc[0]} {s['split']} split: {err}") from None
+        corpus_key = {"corpus": models.iloc[0]["corpus_key"], "settings": s, "features": [f.name for f in features],
+                      "source": source, "split": s["split"]}  # fmt: skip
+        probeable = [f for f in features if not windows.too_rare(f)]
+        baselines = {k: float(v) for k, v in ctx.cached("cells-baselines", corpus_key, lambda windows=windows,
+                     probeable=probeable: last_chars_baselines(windows, probeable, s)).items()}  # fmt: skip
         for f in features:
             w, offset = windows.excerpt(f)
             start = int(windows.starts[w]) + offset
@@ -371,11 +476,14 @@ def compute(ctx: Context) -> pd.DataFrame:
                     "size": int(row["size"])}  # fmt: skip
             cache_key = {"model": ctx.digest(row), "settings": s, "features": [f.name for f in features],
                          "source": source, "split": s["split"]}  # fmt: skip
-            arrays = ctx.cached("cells", cache_key, lambda row=row, windows=windows, features=features, base=base:
-                                _to_arrays(probe_model(ctx.model(row), windows, features, s, base)))  # fmt: skip
+            arrays = ctx.cached("cells", cache_key, lambda row=row, windows=windows, features=features, base=base,
+                                baselines=baselines: _to_arrays(probe_model(ctx.model(row), windows, features, s,
+                                                                            base, baselines)))  # fmt: skip
             rows.extend(_from_arrays(arrays).to_dict("records"))
     df = pd.DataFrame(rows)
-    for column in ("layer", "best_cell", "weight_cell", "best_cell_weight_rank", "cell", "rank", "n_focus"):
+    whole = ("layer", "best_cell", "weight_cell", "best_cell_weight_rank", "cell", "rank", "n_focus", "n_random",
+             "train_windows", "test_windows")  # fmt: skip
+    for column in whole:
         if column in df:
             df[column] = df[column].astype("Int64")
     return df
@@ -388,28 +496,64 @@ def _records(df: pd.DataFrame, record: str) -> pd.DataFrame:
     return df[df["record"] == record].reset_index(drop=True) if "record" in df else df.iloc[0:0]
 
 
+def _last_k(df: pd.DataFrame) -> list[int]:
+    """The k of the last-k-characters baselines the table holds, in increasing order."""
+    return sorted(int(c[len("selectivity_last") :]) for c in df if c.startswith("selectivity_last"))
+
+
+def _informative(df: pd.DataFrame, column: str) -> pd.Series:
+    """A selectivity column where its control was informative, NaN where it sat at its ceiling or floor."""
+    flag = "control_informative" if column == "selectivity" else "control_trigram_informative"
+    return df[column].where(df[flag] == 1)
+
+
+def _range(lo, hi, fmt: str = "+.3f") -> str:
+    return f"{lo:{fmt}} to {hi:{fmt}}" if np.isfinite(lo) and np.isfinite(hi) else "-"
+
+
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """The table the report shows: per corpus, feature and model, the full probe on the memory cell, its controls
-    and selectivities, the best single cell and what zeroing it does; beside it, the cell Fig 2 shows."""
+    """The table the report shows: per corpus, feature and model, the full probe on the memory cell against the
+    last-k baseline and the (informative) controls, the best single cell, and what holding it at zero or at its
+    mean does beside the range of random cells; beside it, the cell Fig 2 shows."""
     cells = _records(df, "cell")
     if cells.empty:
         return cells
-    return pd.DataFrame({
-        "corpus": cells["corpus"], "feature": cells["feature"], "model": cells["model"],
-        "layer": cells["layer"], "internal": cells["internal"], "metric": cells["metric"],
-        "probe": cells["probe_score"].round(3), "selectivity (character)": cells["selectivity"].round(3),
-        "selectivity (trigram)": cells["selectivity_trigram"].round(3), "best cell": cells["best_cell"],
-        "cell alone": cells["best_cell_score"].round(3), "share of probe": cells["best_cell_share"].round(2),
-        "probe, cell zeroed": cells["probe_zero_best"].round(3),
-        "probe, random zeroed": cells["probe_zero_random"].round(3),
-        "loss change, cell zeroed (nats)": cells["lm_delta_best"].round(3),
-        "loss change, random zeroed (nats)": cells["lm_delta_random"].round(3),
-        "Fig 2": cells["paper_cell"].fillna("").replace("", "-"),
-    })  # fmt: skip
+    k = _last_k(cells)[-1]
+    table = {
+        "corpus": cells["corpus"], "feature": cells["feature"], "model": cells["model"], "layer": cells["layer"],
+        "internal": cells["internal"], "metric": cells["metric"], "probe": cells["probe_score"].round(3),
+        f"last {k} chars": cells[f"last{k}"].round(3), f"probe - last {k}": cells[f"selectivity_last{k}"].round(3),
+        "selectivity (character)": _informative(cells, "selectivity").round(3),
+        "selectivity (trigram)": _informative(cells, "selectivity_trigram").round(3),
+        "best cell": cells["best_cell"], "cell alone": cells["best_cell_score"].round(3),
+        "share of probe": cells["best_cell_share"].round(2),
+    }  # fmt: skip
+    for how, words in (("zero", "zeroed"), ("mean", "at mean")):
+        table[f"probe, cell {words}"] = cells[f"probe_{how}_best"].round(3)
+        if how == "zero":
+            table["probe, random cells zeroed"] = [
+                _range(lo, hi, ".3f") for lo, hi in zip(cells["probe_zero_random_lo"], cells["probe_zero_random_hi"])
+            ]
+        table[f"loss change, cell {words} (nats)"] = cells[f"lm_{how}_best"].round(3)
+        if how == "zero":  # the ranges at the mean are in the CSV (lm_mean_random_lo, _hi)
+            table["loss change, random cells zeroed"] = [
+                _range(lo, hi) for lo, hi in zip(cells["lm_zero_random_lo"], cells["lm_zero_random_hi"])
+            ]
+        table[f"loss, {words}, vs random"] = cells[f"lm_{how}_vs_random"].fillna("")
+    table["Fig 2"] = cells["paper_cell"].fillna("").replace("", "-")
+    return pd.DataFrame(table)
+
+
+HEATMAPS = (  # (column, what it is measured against)
+    ("last", "a probe on the last {k} characters"),
+    ("selectivity", "the character control"),
+    ("selectivity_trigram", "the trigram control"),
+)
 
 
 def plot(df: pd.DataFrame):
-    """Selectivity by model, layer and internal (against each control), and Fig 2's cells in the LSTM."""
+    """The probe's lead over the last-k-characters baseline and its selectivity against each control (blank where
+    the control sat at its ceiling or floor), by model, layer and internal; and Fig 2's cells in the LSTM."""
     style()
     probes_ = _records(df, "probe").dropna(subset=["selectivity"])
     corpora_ = sorted(probes_["corpus"].unique())
@@ -418,24 +562,31 @@ def plot(df: pd.DataFrame):
                default=1)  # fmt: skip
     heat_h, strip_h = 0.24 * rows + 1.5, 0.95
     ncols = max(1, len(corpora_))
-    fig = plt.figure(figsize=(5.6 * ncols, 2 * heat_h + strip_h * len(strips)), layout="constrained")
+    k = _last_k(probes_)[-1] if _last_k(probes_) else None
+    fig = plt.figure(figsize=(5.6 * ncols, len(HEATMAPS) * heat_h + strip_h * len(strips)), layout="constrained")
     fig.set_layout_engine("none")  # until the end: seaborn draws the figure to colour each annotation
-    grid = fig.add_gridspec(2 + len(strips), ncols, height_ratios=[heat_h] * 2 + [strip_h] * len(strips))
-    for r, (column, control) in enumerate((("selectivity", "character"), ("selectivity_trigram", "trigram"))):
-        for k, corpus in enumerate(corpora_):
-            ax = fig.add_subplot(grid[r, k])
+    grid = fig.add_gridspec(len(HEATMAPS) + len(strips), ncols,
+                            height_ratios=[heat_h] * len(HEATMAPS) + [strip_h] * len(strips))  # fmt: skip
+    for r, (column, against) in enumerate(HEATMAPS):
+        for c, corpus in enumerate(corpora_):
+            ax = fig.add_subplot(grid[r, c])
             sub = probes_[probes_["corpus"] == corpus].copy()
             layers = sub["layer"].nunique() > 1
             sub["probed"] = sub["model"] + (" L" + sub["layer"].astype(str) if layers else "") + " " + sub["internal"]
-            table = sub.pivot_table(index="probed", columns="feature", values=column, sort=False)
+            if column == "last":
+                sub["value"], title = sub[f"selectivity_last{k}"], against.format(k=k)
+            else:
+                sub["value"], title = _informative(sub, column), against + " (blank: at ceiling or floor)"
+            table = sub.pivot_table(index="probed", columns="feature", values="value", sort=False, dropna=False)
             sns.heatmap(table, annot=True, fmt=".2f", cmap="vlag_r", center=0, vmin=-1, vmax=1, ax=ax,
-                        annot_kws={"fontsize": 7}, cbar_kws={"label": "task - control"})  # fmt: skip
-            ax.set_title(f"{corpus}: selectivity against the {control} control", fontsize=10)
+                        annot_kws={"fontsize": 7}, cbar_kws={"label": "probe - " + ("baseline" if column == "last"
+                                                                                    else "control")})  # fmt: skip
+            ax.set_title(f"{corpus}: against {title}", fontsize=9)
             ax.set_xlabel("feature (binary: balanced accuracy; count: R^2)")
             ax.set_ylabel("model, internal")
             ax.tick_params(axis="both", labelsize=8)
     for r, (title, chars, values, underline) in enumerate(strips):
-        ax = fig.add_subplot(grid[2 + r, :])
+        ax = fig.add_subplot(grid[len(HEATMAPS) + r, :])
         strip_axes(ax, chars, values, underline, width=120, lines=4)
         ax.set_title(title, fontsize=8, loc="left")
     fig.set_layout_engine("constrained")
@@ -505,11 +656,17 @@ def report_html(df: pd.DataFrame) -> str:
     return "".join(parts)
 
 
+LEAD = 0.05  # a probe "reads more than the last k characters" when it beats their baseline by more than this
+
+
 def caption(df: pd.DataFrame) -> str:
     cells = _records(df, "cell")
-    probes_ = _records(df, "probe").dropna(subset=["selectivity"])
+    probes_ = _records(df, "probe")
+    rare = _too_rare(probes_)
     if cells.empty:
-        return "No feature had enough examples in the probed windows to fit a probe."
+        return "No feature had enough examples in the probed windows to fit a probe." + "".join(
+            f" {corpus}: {text}" for corpus, text in rare.items()
+        )
     parts = []
     for corpus, sub in cells.groupby("corpus", sort=True):
         items = []
@@ -520,36 +677,17 @@ def caption(df: pd.DataFrame) -> str:
             paper = fs["paper_cell"].fillna("").iloc[0]
             per_model = ", ".join(f"{r['model']} {r['best_cell_score']:.2f}" for _, r in ranked.iterrows())
             found = list(ranked.loc[ranked["found"] == 1, "model"])
-            share = (f"; {best['best_cell_share']:.0%} of its probe's gain over chance"
-                     if np.isfinite(best["best_cell_share"]) else "; its probe is near chance")  # fmt: skip
             text = (
                 f"{feature}{f' (Fig 2: {paper})' if paper else ''}, best single cell alone ({metric}): "
                 f"{per_model}; passes {best['found_at']:g} in {', '.join(found) if found else 'none'}."
             )
-            if paper:  # the paper's cells: what zeroing the best one does
-                text += (
-                    f" Zeroing the {best['model']}'s cell {int(best['best_cell'])} ({best['internal']}{share}) moves "
-                    f"its probe {best['probe_score']:.2f} -> {best['probe_zero_best']:.2f} "
-                    f"({_count(best['random_cells'])} random cells: {best['probe_zero_random']:.2f}) and the loss on "
-                    f"{best['focus']} "
-                    f"({int(best['n_focus'])} predictions) by {best['lm_delta_best']:+.3f} nats (random cells "
-                    f"{best['lm_delta_random']:+.3f}; elsewhere {best['lm_delta_best_elsewhere']:+.3f})."
-                )  # fmt: skip
+            if paper:  # the paper's cells: what ablating the best one does
+                text += " " + _ablation_sentence(best)
             items.append(text)
-        parts.append(f"{corpus}. " + " ".join(items) + _survival(sub))
-    if not probes_.empty:
-        lines = []
-        for column, control in (("selectivity", "character"), ("selectivity_trigram", "trigram")):
-            sel = probes_[column]
-            lines.append(
-                f"against the {control} control {sel.min():.2f} to {sel.max():.2f} (median {sel.median():.2f})"
-            )
-        parts.append(
-            "Selectivity (probe minus control, Hewitt and Liang) ranges " + "; ".join(lines) + ". A linear probe "
-            "reads the byte just read from almost any state, so the character control sits near 1 for binary "
-            "features and their selectivity against it is mostly negative: what they show beyond the current "
-            "character is better read against the trigram control, whose random labels a probe cannot memorise."
-        )
+        parts.append(f"{corpus}. " + " ".join(items) + rare.get(corpus, "") + _survival(sub))
+    parts.append(_beyond_sentence(cells))
+    parts.append(_controls_sentence(probes_.dropna(subset=["selectivity"])))
+    parts.append(_ablation_count(cells))
     parts.append(
         "Binary features are scored by balanced accuracy (0.5 = chance) and counts by R^2, on test windows never "
         'seen in training. A single cell "passes" at balanced accuracy 0.75 or R^2 0.5 (settings found_binary, '
@@ -557,7 +695,106 @@ def caption(df: pd.DataFrame) -> str:
         "trained on a few million characters, so a cell the paper shows may be missing here only because the model "
         "is weak."
     )
-    return "\n\n".join(parts)
+    return "\n\n".join(p for p in parts if p)
+
+
+def _too_rare(probes_: pd.DataFrame) -> dict[str, str]:
+    """Per corpus, one sentence naming the features too rare in the windows to probe (no best cell is named)."""
+    if probes_.empty or "note" not in probes_:
+        return {}
+    rare = probes_[probes_["note"].fillna("").str.startswith("too rare")].drop_duplicates(["corpus", "feature"])
+    out = {}
+    for corpus, sub in rare.groupby("corpus", sort=True):
+        named = "; ".join(f"{r['feature']} ({r['note'][len('too rare: ') :]})" for _, r in sub.iterrows())
+        out[corpus] = f" Too rare in the probed windows to name a cell: {named}."
+    return out
+
+
+def _versus_words(delta: float, versus: str, n: int, lo: float, hi: float) -> str:
+    """'the loss rises by +0.120 nats, above all 20 random cells (-0.010 to +0.020)' and its other directions."""
+    if not np.isfinite(delta):
+        return "there is no prediction to measure the loss on"
+    verb = (f"the loss rises by {delta:+.3f} nats" if delta >= 0.0005 else f"the loss falls by {delta:+.3f} nats"
+            if delta <= -0.0005 else f"the loss is unchanged ({delta:+.3f} nats)")  # fmt: skip
+    where = {"above": f"above all {n} random cells", "below": f"below all {n} random cells",
+             "inside": f"within the range of {n} random cells"}.get(versus, "")  # fmt: skip
+    return verb + (f", {where} ({_range(lo, hi)})" if where else "")
+
+
+def _ablation_sentence(best: pd.Series) -> str:
+    """What holding one best cell at zero and at its mean does to its probe and to the loss, against random cells."""
+    n = int(best["n_random"])
+    share = (f"; {best['best_cell_share']:.0%} of its probe's gain over chance"
+             if np.isfinite(best["best_cell_share"]) else "; its probe is near chance")  # fmt: skip
+    effect = {how: _versus_words(best[f"lm_{how}_best"], best[f"lm_{how}_vs_random"], n,
+                                 best[f"lm_{how}_random_lo"], best[f"lm_{how}_random_hi"])
+              for how in ("zero", "mean")}  # fmt: skip
+    return (
+        f"Zeroing the {best['model']}'s cell {int(best['best_cell'])} ({best['internal']}{share}) moves its probe "
+        f"{best['probe_score']:.2f} -> {best['probe_zero_best']:.2f} ({n} random cells: "
+        f"{_range(best['probe_zero_random_lo'], best['probe_zero_random_hi'], '.2f')}); on {best['focus']} "
+        f"({int(best['n_focus'])} predictions) {effect['zero']}. Held at its mean instead, the cell moves the "
+        f"probe to {best['probe_mean_best']:.2f} and {effect['mean']}."
+    )
+
+
+def _ablation_count(cells: pd.DataFrame) -> str:
+    """Over every best cell (model x layer x feature): where its effect on the loss lies against random cells."""
+    n = len(cells)
+    parts = []
+    for how, words in (("zero", "Zeroing the best cell"), ("mean", "Holding it at its mean")):
+        versus = cells[f"lm_{how}_vs_random"].fillna("")
+        lowers = int((cells[f"lm_{how}_best"] < 0).sum())
+        parts.append(
+            f"{words} raises the loss on the feature's characters beyond every random cell in "
+            f"{int((versus == 'above').sum())} of {n} cases, lowers it below every one in "
+            f"{int((versus == 'below').sum())}, and stays within their range in {int((versus == 'inside').sum())}; "
+            f"it lowers the loss at all in {lowers} of {n}."
+        )
+    return " ".join(parts)
+
+
+def _beyond_sentence(cells: pd.DataFrame) -> str:
+    """Per feature, does the memory-cell probe of some model read more than a probe on the last k characters?"""
+    ks = _last_k(cells)
+    if not ks:
+        return ""
+    k = ks[-1]
+    ahead, behind = [], []
+    for (corpus, feature), fs in cells.groupby(["corpus", "feature"], sort=True):
+        best = fs.loc[fs[f"selectivity_last{k}"].idxmax()]
+        lead = best[f"selectivity_last{k}"]
+        smaller = ", ".join(f"last {j}: {best[f'last{j}']:.2f}" for j in ks[:-1])
+        text = (f"{feature} ({corpus}; {best['model']} {best['probe_score']:.2f} against {best[f'last{k}']:.2f}, "
+                f"{lead:+.2f}{'; ' + smaller if smaller else ''})")  # fmt: skip
+        (ahead if lead > LEAD else behind).append(text)
+    return (
+        f"Against the same probe reading only the last {k} characters, the memory cell reads more (by over {LEAD}) "
+        f"for {'; '.join(ahead) if ahead else 'no feature'}, and no more for {'; '.join(behind) if behind else 'none'}."
+    )
+
+
+def _controls_sentence(probes_: pd.DataFrame) -> str:
+    """How often each of Hewitt and Liang's controls left room to measure, and the selectivity where it did."""
+    if probes_.empty:
+        return ""
+    lines = []
+    for column, control in (("selectivity", "character"), ("selectivity_trigram", "trigram")):
+        flag = probes_["control_informative" if column == "selectivity" else "control_trigram_informative"] == 1
+        scores = probes_["control" if column == "selectivity" else "control_trigram"]
+        high = scores > np.where(probes_["feature_kind"] == "binary", 0.75, 0.5)  # nearer the ceiling than chance
+        ceiling, floor = int((~flag & high).sum()), int((~flag & ~high).sum())
+        sel = probes_.loc[flag, column]
+        where = (f"; where it is, selectivity runs {sel.min():.2f} to {sel.max():.2f} (median {sel.median():.2f})"
+                 if flag.any() else "")  # fmt: skip
+        lines.append(f"the {control} control is informative for {int(flag.sum())} of {len(probes_)} probes "
+                     f"(at its ceiling for {ceiling}, at its floor for {floor}){where}")  # fmt: skip
+    return (
+        "Hewitt and Liang's controls (a random label per byte or per trigram): " + "; ".join(lines) + ". A control "
+        "at its ceiling (the state encodes the byte just read, so a probe memorises any label per byte) makes "
+        "selectivity about 0 by construction, one at its floor makes it the task score itself: neither says what "
+        "the state holds, so the table and figure leave those selectivities out."
+    )
 
 
 def _survival(cells: pd.DataFrame) -> str:
@@ -582,10 +819,6 @@ def _survival(cells: pd.DataFrame) -> str:
             + "; ".join(parts) + ".")  # fmt: skip
 
 
-def _count(cells_text) -> int:
-    return len(str(cells_text).split()) if isinstance(cells_text, str) else 0
-
-
 def summary(df: pd.DataFrame) -> str:
     cells = _records(df, "cell")
     if cells.empty:
@@ -607,19 +840,32 @@ def notes(df: pd.DataFrame) -> list[str]:
     if not probes_.empty:
         sizes = (f" ({int(probes_['n_train'].iloc[0]):,} training and {int(probes_['n_test'].iloc[0]):,} test "
                  "characters per corpus)")  # fmt: skip
+    ks = ", ".join(map(str, _last_k(probes_))) or "none"
     return [
         "Probes read windows of the test split spread evenly over it, each after a warm-up from a zero state, and "
         f"are tested on held-out windows{sizes}; windows are at least a warm-up apart, so no neighbouring "
-        "characters straddle the split. Labels describe the state after reading each character.",
+        "characters straddle the split. Labels describe the state after reading each character, and are counted "
+        "from where the model started reading (the warm-up's first character), not from the split's start: a "
+        "brace depth the model never saw is not asked of it.",
+        "A feature held by fewer than 10 training windows or 3 test windows (settings min_windows, "
+        "min_test_windows; binary: on somewhere in the window, count: varying in it) is called too rare and gets "
+        "no probe and no best cell; a rare binary feature first gets up to 12 more windows where it begins.",
         "Binary features use balanced accuracy and logistic probes with balanced class weights (a deviation from "
         "Hewitt and Liang's plain accuracy, so that rare features such as a sentence's first letter do not hide "
         "behind the majority class); plain accuracy and the majority rate are in the probe rows of the table.",
+        f"Baselines (k = {ks}): the same probe, regularisation chosen the same way, on the one-hot codes of the last "
+        "k characters read instead of a state; probe - baseline is what the state holds beyond them.",
         "Control tasks: every byte value (character control, as in the issue) or every trigram ending at the "
         "character (the harder control ANCHORS suggests) gets one fixed label drawn from the real labels' "
-        "distribution; a binary draw that leaves a split with one class is redrawn. Same probe, same regularisation.",
-        "Zeroing a cell holds c_j and h_j (h_j alone without a memory cell) at 0 at every step of the forward pass, "
-        "warm-up included; the probe is the one fitted on clean training windows. Zeroing a cell whose values sit "
-        "far from 0 can push a ridge probe's R^2 far below 0.",
+        "distribution; a binary draw that leaves a split with one class is redrawn. Same probe, same regularisation. "
+        "A control counts as informative when its score lies 0.1 (setting control_margin) above chance and below 1; "
+        "selectivities against the others are in the CSV but not in the report's table and figure.",
+        "Ablation: a cell is held at 0 (c_j and h_j; h_j alone without a memory cell), or at its mean over the "
+        "clean training windows, at every step of the forward pass, warm-up included; the probe is the one fitted "
+        "on clean training windows. The control is 20 random single cells (setting random_cells, none of them a "
+        "best cell) treated the same way; the best cell's effect is 'above' or 'below' when it lies beyond all of "
+        "theirs (a one-sided p of 1/21). Zeroing a cell whose values sit far from 0 can push a ridge probe's R^2 "
+        "far below 0; holding it at its mean does not.",
         "One model per configuration (the lowest seed) is probed: seeds are not averaged here.",
     ]
 

@@ -1,4 +1,4 @@
-"""Activations on windows of text, clean (`trace_windows`) or with chosen cells held at zero (`run_zeroed`).
+"""Activations on windows of text, clean (`trace_windows`) or with chosen cells held fixed (`run_ablated`).
 
 Both run many windows as one batch: the hand-written cells cost one Python step per character whatever the
 batch, so 40 windows of 500 characters cost about what one window does. Row t of every array is the state
@@ -7,9 +7,11 @@ up on the `warmup` characters before it, from zero at theirs, as `Context.trace`
 
 Zeroing a cell ("ablation", as NeuroX confirms a neuron ranking) needs the state inside the recurrence, which no
 hook on a fused kernel reaches: `run_zeroed` re-runs the layer loop one character at a time through each layer's
-own `trace` and multiplies the state of the chosen units by zero after every step, so the next step, the other
-units and the softmax all see the zero. For the LSTM family that zeroes c_j and h_j together, which is exact:
-h_j = o_j tanh(c_j) (or tanh(c_j)) is 0 whenever c_j is. charlm/model.py is not changed.
+own `trace` and overwrites the state of the chosen units after every step, so the next step, the other units and the
+softmax all see it. Zeroing holds every state of the unit at 0: for the LSTM family c_j and h_j together, which is
+exact, as h_j = o_j tanh(c_j) (or tanh(c_j)) is 0 whenever c_j is. Mean-ablation holds each state at its mean over
+clean text instead: zero may be a value the unit never takes (a counter's 0 is "start of line"), its mean is the
+least informative value it does take. charlm/model.py is not changed.
 """
 
 from __future__ import annotations
@@ -70,25 +72,32 @@ def trace_windows(model, batch: np.ndarray, warmup: int) -> dict[str, np.ndarray
 
 
 @torch.no_grad()
-def run_zeroed(model, batch: np.ndarray, layer: int, zero: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Forward with the units `zero[b]` of `layer` held at 0 in batch row b, at every step.
+def run_ablated(
+    model, batch: np.ndarray, layer: int, held: np.ndarray, fill: dict[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Forward with the units `held[b]` of `layer` held fixed in batch row b at every step: at 0 (zeroing), or at
+    `fill[name][b]` for each state of the unit (mean-ablation passes each state's mean over clean text).
 
-    batch (B, T) ids; zero (B, H) bool (a row of False is the clean run). Returns the log-probabilities of each
-    next character, (B, T - 1), and that layer's states (`h`, and `c` for the LSTM family), each (B, T, H).
+    batch (B, T) ids; held (B, H) bool (a row of False is the clean run); fill {state name: (B, H)} or None.
+    Returns the log-probabilities of each next character, (B, T - 1), and that layer's states (`h`, and `c` for the
+    LSTM family), each (B, T, H).
     """
     ids = torch.from_numpy(np.asarray(batch, dtype=np.int64))
     B, T = ids.shape
-    keep = torch.from_numpy(~np.asarray(zero, dtype=bool)).to(model.head.weight.dtype)  # (B, H)
-    state = model.init_state(B)
+    dtype = model.head.weight.dtype
+    keep = torch.from_numpy(~np.asarray(held, dtype=bool)).to(dtype)  # (B, H)
     names = model.layers[layer].state_names
+    fixed = {name: torch.zeros_like(keep) if fill is None or name not in fill
+             else torch.as_tensor(np.asarray(fill[name]), dtype=dtype) * (1 - keep) for name in names}  # fmt: skip
+    state = model.init_state(B)
     outputs, states = [], {name: [] for name in names}
     for t in range(T):
         inp = ids[:, t : t + 1]  # (B, 1): the first layer reads ids as a row lookup (charlm.model.project)
         for l, module in enumerate(model.layers):
             out, s, _ = module.trace(inp, state[l], keep=False)
             if l == layer:
-                s = tuple(v * keep for v in s)  # every state of the unit: h (and c)
-                out = out * keep[:, None]
+                s = tuple(v * keep + fixed[name] for name, v in zip(names, s))  # every state of the unit: h (and c)
+                out = s[names.index("h")][:, None]  # the layer's output is its h
                 for name, v in zip(names, s):
                     states[name].append(v)
             state[l] = s
@@ -97,3 +106,8 @@ def run_zeroed(model, batch: np.ndarray, layer: int, zero: np.ndarray) -> tuple[
     logp = torch.log_softmax(model.head(torch.cat(outputs, 1)), -1)  # (B, T, V)
     target_logp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
     return target_logp.numpy(), {name: torch.stack(v, 1).numpy() for name, v in states.items()}
+
+
+def run_zeroed(model, batch: np.ndarray, layer: int, zero: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """`run_ablated` with the units `zero[b]` of `layer` held at 0 in batch row b."""
+    return run_ablated(model, batch, layer, zero)

@@ -21,6 +21,11 @@ Linux (C source), from one small lexer pass (code, // and /* */ comments, "strin
     in_condition    inside the parentheses of an if / for / while (nested parentheses included)
     line_position   as for prose
 
+Labels describe the text the model read. A probed window's state is warmed up from zero on the characters just
+before it, so its labels come from the same place (`window_labels`): counted from where the model started reading,
+not from the start of the split. Brace depth is the feature that cares: counted from the split's start instead, 24 %
+of the brace-depth labels of the Linux test windows would count braces the model never read.
+
 `focus` names, per feature, the positions whose *next-character prediction* needs the feature (where the
 ablation analysis measures the language model's loss): inside the span for the span features, the character
 before a line break for line_position, and so on (see each Feature).
@@ -322,6 +327,21 @@ FEATURES: dict[tuple[str, str], Feature] = {
                 "the character before each line break"),
     )
 }  # fmt: skip
+
+
+def window_labels(feature: Feature, text: bytes, starts, length: int, warmup: int) -> tuple[np.ndarray, np.ndarray]:
+    """Labels and focus positions, each (W, length), of windows text[start : start + length] computed on the text the
+    model read for each: from `warmup` characters before the window, where its state starts from zero."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if (starts < warmup).any():
+        raise ValueError(f"a window starts before its {warmup} characters of warm-up")
+    labels, focus = [], []
+    for start in starts.tolist():
+        read = bytes(text[start - warmup : start + length])
+        y = feature.labels(read)
+        labels.append(y[warmup:])
+        focus.append(feature.focus_positions(read, y)[warmup:])
+    return np.stack(labels), np.stack(focus)
 
 
 def text_style(text: bytes) -> str:

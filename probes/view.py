@@ -10,9 +10,14 @@ the data embedded as JSON (every '<', '>' and '&' escaped, so corpus text cannot
 inline script, and the first selection already rendered as static, escaped spans, so the fragment also reads
 without scripts (a PDF). No external script, stylesheet or font. `standalone_page` wraps it in a page.
 
-Command line:
+Command line (MODEL: a checkpoint, its folder or a model id, as for the other commands):
 
-    python -m probes.view CHECKPOINT --text FILE --cell LAYER:INDEX --out view.html [--feature NAME]
+    python -m probes.view MODEL --split test --feature in_quotes --out view.html
+    python -m probes.view MODEL --text FILE --start 250 --chars 2000 --cell 0:17 --out view.html
+
+shows every cell of one layer (`--layer`, or the layer of `--cell`), the cell selector listing them ranked by
+selectivity for `--feature` (as LSTMVis ranks cells against a selection), `--cell` first. The state is warmed up on
+the `--warmup` characters before `--start`, and the feature's labels are counted from there too.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
+import corpora
 from corpora import atomic
 from corpora.errors import UserError, run_cli
 
@@ -286,75 +293,140 @@ def _parse_cell(text: str) -> tuple[int, int]:
     return layer, index
 
 
-def trace_text(model, text: bytes, layer: int, index: int, internal: str | None = None) -> tuple[np.ndarray, str]:
-    """One cell's values after reading each byte of text (from a zero state), as the viewer shows them:
-    tanh(c) for a memory cell, the internal itself otherwise. `model` is a CharLM or anything `anymodel.load`
-    takes. Bad input is one UserError."""
+def trace_layer(model, ids: np.ndarray, start: int, chars: int, warmup: int, layer: int, internal: str | None = None):
+    """Every cell of one layer after reading each of ids[start : start + chars], the state warmed up on the `warmup`
+    ids before `start` (from zero at the first of them), as the viewer shows them: tanh(c) for a memory cell, the
+    internal itself otherwise. `model` is anything `anymodel.load_recurrent` takes.
+
+    Returns (raw (chars, H) float32, shown (chars, H), quantity, internal). Bad input is one UserError."""
     import torch
 
     from charlm import anymodel
 
     from .activations import cell_internal, shown
 
-    if not text:
-        raise UserError("the text is empty: give a file with at least one character")
-    wrapped = anymodel.load_recurrent(model, "the viewer shows a recurrent model's cells")
-    model = wrapped.net
-    ids, _ = wrapped.encode(text)
-    if not 0 <= layer < model.config.layers:
-        raise UserError(f"layer {layer} is out of range: the model has layers 0..{model.config.layers - 1}")
-    if not 0 <= index < model.config.size:
-        raise UserError(f"cell {index} is out of range: layer {layer} has cells 0..{model.config.size - 1}")
+    net = anymodel.load_recurrent(model, "the viewer shows a recurrent model's cells").net
+    if not 0 <= layer < net.config.layers:
+        raise UserError(f"layer {layer} is out of range: the model has layers 0..{net.config.layers - 1}")
+    ids = torch.from_numpy(np.asarray(ids, dtype=np.int64))
     with torch.no_grad():
-        cache = model.trace(torch.from_numpy(ids)[None])
+        state = None
+        if warmup > 0:
+            _, state = net.forward_with_state(ids[start - warmup : start][None])
+        _, cache, _ = net.run_with_cache(ids[start : start + chars][None], state)
     names = sorted(k.rsplit(".", 1)[1] for k in cache if k.startswith(f"layers.{layer}."))
     internal = internal or cell_internal(names)
     if internal not in names:
-        raise UserError(f"the {model.config.arch} has no internal '{internal}' (it has {', '.join(names)})")
-    return shown(cache[f"layers.{layer}.{internal}"][0, :, index].float().numpy(), internal)
+        raise UserError(f"the {net.config.arch} has no internal '{internal}' (it has {', '.join(names)})")
+    raw = cache[f"layers.{layer}.{internal}"][0].float().numpy()
+    values, quantity = shown(raw, internal)
+    return raw, values, quantity, internal
+
+
+def rank_cells(raw: np.ndarray, feature, text: bytes, labels: np.ndarray, seed: int = 0) -> pd.DataFrame:
+    """Every cell ranked by selectivity for a feature on the shown text, as LSTMVis ranks cells by how well they
+    match a selection: each cell alone (a threshold, or least squares for a count; `probe.SingleCells`) on the
+    feature's labels, minus the same on Hewitt and Liang's character control (one random label per byte). Fitted
+    and scored on the shown text itself: a ranking for the eye, not a held-out finding (the `cells` analysis is).
+    Columns cell, score, control, selectivity; best first."""
+    from .probe import SingleCells, context_types, control_task
+
+    T = raw.shape[0]
+    fit_all = np.zeros(T, dtype=bool)
+    single = SingleCells(raw, fit_all)
+    task, _ = single.scores(labels, feature.kind)
+    types = context_types(np.frombuffer(text, dtype=np.uint8), np.arange(T), 1)
+    control_labels = control_task(types, labels, feature.kind, np.arange(T) >= T // 2, seed)
+    control, _ = single.scores(control_labels, feature.kind)
+    out = pd.DataFrame({"cell": np.arange(raw.shape[1]), "score": task, "control": control,
+                        "selectivity": task - control})  # fmt: skip
+    return out.sort_values(["selectivity", "cell"], ascending=[False, True], kind="stable").reset_index(drop=True)
 
 
 def main(argv=None) -> int:
-    from charlm.checkpoint import load_checkpoint
+    from charlm import anymodel
 
-    from .features import features_for, style_of
+    from .features import features_for, style_of, window_labels
 
     parser = argparse.ArgumentParser(prog="python -m probes.view", description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", type=Path, help="a charlm checkpoint.pt")
-    parser.add_argument("--text", type=Path, required=True, help="the text file to read (bytes of the vocabulary)")
-    parser.add_argument("--cell", required=True, help="LAYER:INDEX of the cell to show, e.g. 0:17")
+    parser.add_argument("model", help="a recurrent checkpoint .pt (any architecture), its folder, or a model id")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", type=Path, help="a text file to read (bytes of the model's vocabulary)")
+    source.add_argument("--split", choices=corpora.SPLITS, help="a split of the corpus the model was trained on")
+    parser.add_argument("--start", type=int, default=None, help="first character shown (default: the warm-up "
+                        "length, when the text is longer than twice it, else 0)")  # fmt: skip
+    parser.add_argument("--chars", type=int, default=5000, help="characters shown (default %(default)s)")
+    parser.add_argument("--warmup", type=int, default=250, help="characters read before --start, from a zero state, "
+                        "to warm the state up (default %(default)s)")  # fmt: skip
+    parser.add_argument("--layer", type=int, default=None, help="the layer shown, every cell of it (default 0)")
+    parser.add_argument("--cell", default=None, help="LAYER:INDEX of the cell shown first, e.g. 0:17")
     parser.add_argument("--internal", default=None, help="internal to show (default: c where there is one, else h)")
-    parser.add_argument("--feature", default=None, help="underline where this feature is on (e.g. in_quotes)")
-    parser.add_argument("--max-chars", type=int, default=5000, help="show at most this many characters")
+    parser.add_argument("--feature", default=None, help="underline where this feature is on (e.g. in_quotes) and "
+                        "rank the cells by selectivity for it")  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("view.html"), help="the HTML file to write")
     args = parser.parse_args(argv)
 
-    model = load_checkpoint(args.checkpoint)
-    if not args.text.is_file():
-        raise UserError(f"text file {args.text} does not exist")
-    text = args.text.read_bytes()
-    if args.max_chars < 1:
-        raise UserError("--max-chars must be positive")
-    if len(text) > args.max_chars:
-        print(f"showing the first {args.max_chars:,} of {len(text):,} characters")
-        text = text[: args.max_chars]
-    layer, index = _parse_cell(args.cell)
-    feature = None
+    if args.chars < 1 or args.warmup < 0 or (args.start is not None and args.start < 0):
+        raise UserError("--chars must be positive, --warmup and --start non-negative")
+    model = anymodel.load_recurrent(args.model, "the viewer shows a recurrent model's cells")
+    if args.text is not None:
+        if not args.text.is_file():
+            raise UserError(f"text file {args.text} does not exist")
+        text = args.text.read_bytes()
+        if not text:
+            raise UserError("the text is empty: give a file with at least one character")
+        ids, _ = model.encode(text, what=f"text file {args.text}")
+        name = args.text.name
+    else:
+        from charlm.predict import corpus_for
+
+        corpus = corpus_for(model.net)
+        ids, name = corpus.split(args.split), f"the {corpus.name} {args.split} split"
+        text = corpus.decode(ids)
+    start = args.start if args.start is not None else (args.warmup if len(text) > 2 * args.warmup else 0)
+    if start >= len(text):
+        raise UserError(f"--start {start:,} is past the end of the text ({len(text):,} characters)")
+    chars, warmup = min(args.chars, len(text) - start), min(args.warmup, start)
+    layer, first = (args.layer or 0, None) if args.cell is None else _parse_cell(args.cell)
+    if args.layer is not None and args.cell is not None and args.layer != layer:
+        raise UserError(f"--layer {args.layer} and --cell {args.cell} name different layers")
+    raw, values, quantity, internal = trace_layer(model, ids, start, chars, warmup, layer, args.internal)
+    H = raw.shape[1]
+    if first is not None and not 0 <= first < H:
+        raise UserError(f"cell {first} is out of range: layer {layer} has cells 0..{H - 1}")
+
+    feature, labels, ranking = None, None, None
     if args.feature:
-        corpus = str(model.meta.get("corpus") or "")
-        (feature,) = features_for(style_of(corpus, text), [args.feature])
-    values, quantity = trace_text(model, text, layer, index, args.internal)
-    labels = feature.labels(text) if feature else None
-    name = str(model.meta.get("model_id") or args.checkpoint.parent.name)
-    title = f"{name}, layer {layer}, cell {index}: {quantity}"
+        (feature,) = features_for(style_of(str(model.meta.get("corpus") or ""), text), [args.feature])
+        labels = window_labels(feature, text, [start], chars, warmup)[0][0]  # of the text the model read
+        ranking = rank_cells(raw, feature, text[start : start + chars], labels)
+    order = list(ranking["cell"]) if ranking is not None else list(range(H))
+    if first is not None:
+        order = [first] + [c for c in order if c != first]
+    metric = {"binary": "bal. acc.", "count": "R^2"}
+    series = []
+    for cell in order:
+        label, detail = f"cell {cell}", ""
+        if ranking is not None:
+            r = ranking.loc[ranking["cell"] == cell].iloc[0]
+            label += f": selectivity {r['selectivity']:+.2f}"
+            detail = (f"; {feature.name}: {metric[feature.kind]} {r['score']:.2f} alone, control {r['control']:.2f}, "
+                      f"selectivity {r['selectivity']:+.2f}")  # fmt: skip
+        series.append({"model": model.model_id, "layer": layer, "cell": int(cell), "text": "text",
+                       "values": values[:, cell], "quantity": quantity, "label": label,
+                       "title": f"{model.model_id}, layer {layer}, cell {cell}: {quantity}{detail}"})  # fmt: skip
+    shown_text = text[start : start + chars]
     fragment = viewer_html(
-        {"text": {"text": text, "feature": feature.name if feature else "", "labels": labels,
+        {"text": {"text": shown_text, "feature": feature.name if feature else "", "labels": labels,
                   "underline": bool(feature and feature.kind == "binary")}},
-        [{"model": name, "layer": layer, "cell": index, "text": "text", "values": values, "quantity": quantity,
-          "label": f"cell {index}", "title": title}],
+        series,
+        heading=f"{model.model_id} ({model.description}), layer {layer}, all {H} cells"
+        + (f", ranked by selectivity for {feature.name}" if feature else ""),
     )  # fmt: skip
-    atomic.write_text(args.out, standalone_page(fragment, title))
-    print(f"wrote {args.out}")
+    atomic.write_text(args.out, standalone_page(fragment, f"{model.model_id}, layer {layer}: {quantity}"))
+    warmed = f"the state warmed up on the {warmup:,} before them" if warmup else "the state starting from zero"
+    print(f"wrote {args.out}: {H} cells of layer {layer} on characters {start:,} to {start + chars:,} of {name}, "
+          f"{warmed}")  # fmt: skip
     return 0
 
 

@@ -8,22 +8,26 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import fake_corpus_file
 from sklearn.model_selection import GroupKFold, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
+from test_cells import COUNTER, line_counter_lstm
 
 from charlm.model import CharLM, ModelConfig
 from corpora import run_cli
 from probes import features as F
 from probes import view
-from probes.activations import more_windows, run_zeroed, trace_windows, window_batch, window_starts
+from probes.activations import more_windows, run_ablated, run_zeroed, trace_windows, window_batch, window_starts
 from probes.probe import (
     LogisticProbe,
     RidgeProbe,
     SingleCells,
     block_split,
     context_types,
+    control_informative,
     control_task,
     fit_probe,
+    last_chars,
 )
 
 
@@ -104,6 +108,19 @@ def test_focus_positions_are_the_predictions_that_need_the_feature():
     assert np.flatnonzero(brace.focus_positions(b"{ a; }\n")).tolist() == [4]
     indent = F.FEATURES[(F.CODE, "indent_level")]
     assert np.flatnonzero(indent.focus_positions(b"a\n\t\tb\n")).tolist() == [1, 2, 3, 5]
+
+
+def test_window_labels_count_from_where_the_model_started_reading():
+    """A window whose model started reading inside three braces: its depth counts only the braces it read."""
+    text = b"{{{x{ab}}c}"
+    brace = F.FEATURES[(F.CODE, "brace_depth")]
+    start = text.index(b"ab")
+    assert brace.labels(text)[start : start + 5].tolist() == [4, 4, 3, 2, 2]  # from the text's start
+    labels, focus = F.window_labels(brace, text, [start], 5, warmup=1)  # the model read "{ab}}c" from zero
+    assert labels.tolist() == [[1, 1, 0, 0, 0]]
+    assert focus.tolist() == [[False, True, True, False, False]]  # the predictions of each '}'
+    with pytest.raises(ValueError, match="warm-up"):
+        F.window_labels(brace, text, [0], 5, warmup=1)
 
 
 def test_feature_names_are_checked():
@@ -214,6 +231,32 @@ def test_selectivity_tells_a_tracked_state_from_the_character_just_read():
     assert by_state.selectivity("character") > 0.3 > -0.3 > by_char.selectivity("character")
 
 
+def test_last_chars_codes_the_bytes_just_read_and_its_baseline_sees_no_further():
+    rng = np.random.default_rng(0)
+    text = rng.choice(np.frombuffer(b"abcde", dtype=np.uint8), size=4000)
+    positions = np.arange(10, 4000)
+    X = last_chars(text, positions, 3)
+    assert X.shape == (positions.size, 15) and (X.sum(1) == 3).all()
+    for back in range(3):  # block `back` is the byte read `back` characters before
+        assert (X[:, 5 * back : 5 * back + 5].argmax(1) == text[positions - back] - ord("a")).all()
+    with pytest.raises(ValueError, match="2 characters before"):
+        last_chars(text, np.array([1, 5]), 3)
+    groups = positions // 200
+    test = block_split(groups, 4)
+    five_back = (text[positions - 5] == ord("a")).astype(int)  # out of reach of the last 3, within the last 10
+    near = fit_probe(last_chars(text, positions, 3), five_back, test, groups, "binary", cv=2)
+    far = fit_probe(last_chars(text, positions, 10), five_back, test, groups, "binary", cv=2)
+    assert near.score < 0.6 and far.score > 0.99
+
+
+def test_a_control_is_informative_only_away_from_chance_and_from_the_ceiling():
+    assert control_informative(0.7, "binary") and control_informative(0.3, "count")
+    assert not control_informative(0.97, "binary") and not control_informative(0.55, "binary")  # ceiling, chance
+    assert not control_informative(0.02, "count") and not control_informative(-0.4, "count")  # floor
+    assert not control_informative(float("nan"), "count")
+    assert control_informative(0.93, "binary", margin=0.05) and not control_informative(0.93, "binary")
+
+
 # ------------------------------------------------------------------------------------------ windows and zeroing
 
 
@@ -284,6 +327,35 @@ def test_zeroing_a_cell_is_a_model_whose_unit_is_dead(arch):
     assert np.abs(logp[1] - logp[0]).max() > 1e-3  # and the unit mattered
 
 
+@torch.no_grad()
+def test_holding_a_cell_at_its_mean_is_an_lstm_whose_unit_is_pinned():
+    """run_ablated with fill values: written out by hand from the LSTM's equations, the unit's c and h set to the
+    given values after every step; other rows of the batch untouched."""
+    torch.manual_seed(0)
+    model = CharLM(ModelConfig("lstm", vocab_size=7, layers=1, size=5)).eval()
+    for p in model.parameters():
+        p.uniform_(-0.8, 0.8)
+    ids = np.random.default_rng(0).integers(0, 7, size=(2, 30))
+    held = np.zeros((2, 5), dtype=bool)
+    held[1, 3] = True
+    fill = {"h": np.full((2, 5), 0.25, dtype=np.float32), "c": np.full((2, 5), -0.5, dtype=np.float32)}
+    logp, states = run_ablated(model, ids, 0, held, fill)
+    assert (states["c"][1][:, 3] == -0.5).all() and (states["h"][1][:, 3] == 0.25).all()
+    clean, _ = run_ablated(model, ids[:1], 0, np.zeros((1, 5), dtype=bool))
+    np.testing.assert_allclose(logp[0], clean[0], atol=1e-6)  # the clean row is untouched
+
+    r = model.layers[0].rnn
+    h, c, outs = torch.zeros(5), torch.zeros(5), []
+    for t in ids[1]:
+        i, f, g, o = (r.weight_ih_l0[:, t] + r.bias_ih_l0 + r.weight_hh_l0 @ h + r.bias_hh_l0).chunk(4)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        c[3], h[3] = -0.5, 0.25
+        outs.append(h.clone())
+    by_hand = torch.log_softmax(model.head(torch.stack(outs)), -1)[:-1].gather(-1, torch.from_numpy(ids[1, 1:, None]))
+    np.testing.assert_allclose(logp[1], by_hand[:, 0].numpy(), atol=1e-5)
+
+
 # ------------------------------------------------------------------------------------------ the viewer
 
 
@@ -339,14 +411,46 @@ def test_the_viewer_page_loads_in_chromium_without_errors(tmp_path):
 # ------------------------------------------------------------------------------------------ the command line
 
 
-def test_view_cli_writes_a_standalone_page(tiny_run, tmp_path):
+def viewer_data(page: str) -> dict:
+    """The data a viewer page embeds (what its script draws): texts and series, values decoded to [-1, 1]."""
+    import base64
+    import json
+
+    data = json.loads(re.search(r'<script type="application/json" class="cv-data">(.*?)</script>', page, re.S)[1])
+    for s in data["series"]:
+        s["decoded"] = np.frombuffer(base64.b64decode(s["values"]), dtype=np.int8) / 127.0
+    return data
+
+
+def test_view_cli_shows_every_cell_of_the_layer_ranked_and_warmed_up(tmp_path, artifacts):
+    """The page holds every cell of the layer, the counter ranked first for line_position, and what it shows for
+    the counter is its tanh(c) on the shown text after the warm-up: tanh(0.02 x characters read since the last
+    newline, counted from the warm-up's first character)."""
+    corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
+    folder = line_counter_lstm(corpus, step=0.02)
+    data = corpus.decode(corpus.split("test"))[:700]
     text = tmp_path / "t.txt"
-    text.write_bytes(tiny_run.corpus_path.read_bytes()[:300])
+    text.write_bytes(data)
     out = tmp_path / "view.html"
-    args = [str(tiny_run.out / "checkpoint.pt"), "--text", str(text), "--cell", "0:3", "--out", str(out)]
-    assert run_cli(view.main, [*args, "--feature", "in_quotes"]) == 0
-    page = out.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "cell 3" in page and "tanh(c)" in page
+    start, chars, warmup = 300, 250, 120
+    args = ["--text", str(text), "--start", str(start), "--chars", str(chars), "--warmup", str(warmup)]
+    assert run_cli(view.main, [folder.name, *args, "--feature", "line_position", "--out", str(out)]) == 0  # an id
+    shown = viewer_data(out.read_text())
+    cells_shown = [s["cell"] for s in shown["series"]]
+    assert cells_shown[0] == COUNTER and sorted(cells_shown) == list(range(8))
+    read = data[start - warmup : start + chars]
+    expected = np.tanh(0.02 * F.line_position(read)[warmup:])
+    np.testing.assert_allclose(shown["series"][0]["decoded"], expected, atol=0.5 / 127 + 1e-6)
+    assert shown["texts"]["text"]["labels"] == F.line_position(read)[warmup:].tolist()  # of the text read
+    chars_shown = "".join(shown["texts"]["text"]["chars"])
+    assert chars_shown.replace("\u00b7", " ").replace("\u21b5", "") == data[start : start + chars].decode()
+
+    # the model's folder, a split of its corpus, and a chosen cell shown first
+    args = [str(folder), "--split", "test", "--chars", "100", "--cell", "0:2", "--out", str(out)]
+    assert run_cli(view.main, args) == 0
+    shown = viewer_data(out.read_text())
+    assert [s["cell"] for s in shown["series"]] == [2, 0, 1, 3, 4, 5, 6, 7]
+    assert "cell 2" in shown["series"][0]["title"]
 
 
 @pytest.mark.parametrize(
@@ -357,6 +461,8 @@ def test_view_cli_writes_a_standalone_page(tiny_run, tmp_path):
         (["--cell", "0:99"], None, "cell 99 is out of range"),
         (["--cell", "4:0"], None, "layer 4 is out of range"),
         (["--cell", "zero"], None, "LAYER:INDEX"),
+        (["--start", "5000"], None, "past the end of the text"),
+        (["--layer", "1"], None, "name different layers"),
         ([], b"", "the text is empty"),
         ([], b"caf\xc3\xa9 {}", "outside the model's vocabulary"),
         (["--internal", "z"], None, "has no internal"),
@@ -369,3 +475,10 @@ def test_view_cli_bad_input_is_one_line_and_exit_2(tiny_run, tmp_path, capsys, e
     assert run_cli(view.main, args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_view_cli_names_a_missing_model(tmp_path, artifacts, capsys):
+    text = tmp_path / "t.txt"
+    text.write_bytes(b"abc")
+    assert run_cli(view.main, ["no-such-model", "--text", str(text)]) == 2
+    assert "model no-such-model does not exist" in capsys.readouterr().err
