@@ -33,7 +33,7 @@ def _lmplz_available() -> bool:
         return False
 
 
-@pytest.mark.parametrize("name", ["smoke", "quick", "standard", "paper", "reference"])
+@pytest.mark.parametrize("name", ["smoke", "smoke-all", "quick", "standard", "paper", "reference"])
 def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
     """Each profile loads, names analyses that exist, and sizes every grid model to its row (sec 4.1)."""
     assert name in available()
@@ -54,6 +54,15 @@ def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
         gap = lambda h, c=c, V=V, t=target: abs(count_params(dataclasses.replace(c, size=h).model_config(V)) - t)
         if c.arch in ("lstm", "rnn", "gru"):
             assert gap(c.size) <= min(gap(c.size - 1), gap(c.size + 1)), (name, c)
+
+
+def test_smoke_all_runs_every_analysis_there_is():
+    """smoke-all is the new user's whole report in small (issue 23): a new analysis module must join it."""
+    modules = sorted(
+        p.stem for p in (common.REPO / "analyses").glob("*.py")
+        if not p.stem.startswith("_") and "\nTITLE = " in p.read_text()
+    )  # fmt: skip
+    assert modules and sorted(load_profile("smoke-all").analyses) == modules
 
 
 def test_the_findings_say_not_computed_only_for_an_analysis_whose_inputs_were_missing(tmp_path):
