@@ -3,15 +3,18 @@
 `python -m reports --profile NAME --plan` prints it per model and in total, and `make report` says it at its
 start. Read top to bottom:
 
-1. Calibration. A few seconds per (architecture, depth, width, vocabulary, batch, unroll, threads): the very
-   training step `charlm.train.fit` runs (task.loss, backward, clipping, RMSProp, the finite-weights check), the
-   validation read (`train.evaluate`) and the scoring of a split (`predict.score_split`, then storing it as
-   `predict_checkpoint` does), each timed on random text. The n-NN gets the same for its step, its setup (context
-   rows and targets) and its scoring; KenLM gets lmplz + build_binary + scoring of two orders on a 200,000-character
-   sample of each corpus, and the number of distinct n-grams of that corpus (counted on the sample and its first
-   half, extrapolated to the train split by the power law the two give). Results are cached per machine (CPU
-   model, cores, torch version, device) in `~/.cache/charlm/calibration-<machine>.json`; `--calibrate` redoes
-   them. Each measurement records the load average it was taken under.
+1. Calibration. Per (architecture, depth, width, vocabulary, batch, unroll, threads), about a second of CPU
+   time: the very training step `charlm.train.fit` takes (task.loss, backward, clipping, RMSProp, the
+   finite-weights check), the validation read (`train.evaluate`) and the scoring of a split (`predict.score_split`
+   at its 128 parallel streams, then storing it as `predict_checkpoint` does), each timed on random text. The n-NN
+   gets the same for its step, its setup (context rows and targets) and its scoring; KenLM gets lmplz +
+   build_binary + scoring of its lowest and highest order on the first 200,000 train characters of each corpus,
+   and the number of distinct n-grams of that corpus (counted on the sample and its first half, extrapolated to
+   the train split by the power law the two give). Times are CPU time per thread (`cpu_clock`), so a busy machine
+   still measures what a worker with its own core takes. Results are cached per machine (CPU model, cores, torch
+   version, device) in `~/.cache/charlm/calibration-<machine>.json`; `--calibrate` redoes them. Each records the
+   load average it was taken under. `--plan` measures what the cache lacks; `make report` too, when it trains at
+   least CALIBRATE_FROM_CHARS characters (a smoke run is not worth the seconds).
 2. Work per model. Training characters: the character budget, or epochs x the train split, where the expected
    epochs of an epoch-based profile (early stopping, convergence) are the recorded epochs of comparable finished
    models (same stopping rule; in the artifacts or in `models/<profile>/`), else the epoch cap; the plan says
@@ -463,12 +466,12 @@ def finished_runs(profile_name: str, root: Path | None = None, shipped_root: Pat
     root = Path(root) if root is not None else artifacts_root()
     folders = list(root.glob("*/*/metrics.json")) if root.is_dir() else []
     folders += list(((shipped_root or SHIPPED_ROOT) / profile_name).glob("*/*/metrics.json"))
-    runs = []
+    runs = {}  # by model id: a shipped model installed in the artifacts counts once
     for path in folders:
         metrics = complete_metrics(path)
         if metrics and metrics.get("kind") in ("charlm", "nnn"):
-            runs.append({**metrics, "_where": "models/" if path.is_relative_to(SHIPPED_ROOT) else "artifacts"})
-    return runs
+            runs.setdefault(metrics.get("model_id") or str(path), metrics)
+    return list(runs.values())
 
 
 def neural_horizon(config, corpus_key: str, runs: list[dict]) -> tuple[float, str]:

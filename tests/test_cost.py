@@ -103,8 +103,9 @@ def test_an_epoch_based_network_trains_the_epochs_comparable_finished_runs_took(
         folder = artifacts / "other" / name
         folder.mkdir(parents=True)
         metrics = {"kind": "charlm", "complete": True, "corpus_key": model.corpus.key, "train_config": config,
-                   "epochs": records}  # fmt: skip
+                   "epochs": records, "model_id": name}  # fmt: skip
         (folder / "metrics.json").write_text(json.dumps(metrics))
+        return folder
 
     finished("a", 4)
     finished("b", 6)
@@ -114,6 +115,11 @@ def test_an_epoch_based_network_trains_the_epochs_comparable_finished_runs_took(
     assert c.epochs == 6 and "median of 3 finished runs" in c.horizon
     assert c.chars == 6 * 99 * 80 and c.seconds["training"] == pytest.approx(6 * 99 * 80 / 1000)
     assert c.seconds["validation"] == pytest.approx(6 * 1000 / 500)  # one validation per epoch
+    shipped = tmp_path / "models" / "smoke" / "corpus" / "c"  # "c" shipped too, and installed: counted once
+    shipped.parent.mkdir(parents=True)
+    finished("c-copy", 7).rename(shipped)
+    (shipped / "metrics.json").write_text((artifacts / "other" / "c" / "metrics.json").read_text())
+    assert len(cost.finished_runs("smoke", shipped_root=tmp_path / "models")) == 4
 
 
 def test_a_cached_model_costs_nothing_and_a_resumed_one_only_what_is_left(tmp_path, artifacts, text_10k):
