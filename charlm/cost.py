@@ -686,7 +686,7 @@ def nnn_horizon(config, corpus_key: str, runs: list[dict]) -> tuple[float, str]:
     if epochs:
         n = len(epochs)
         return min(float(statistics.median(epochs)), float(config.epochs)), f"the median of {n} finished n-NN members"
-    return float(config.epochs), "epoch cap"
+    return float(config.epochs), "the epoch cap (no finished n-NN with these settings to go by)"
 
 
 def ngram_costs(planned_ngrams: list, cal: Calibration, problems: dict) -> list[ModelCost]:

@@ -43,6 +43,7 @@ import math
 import sys
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -65,6 +66,7 @@ _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent mode
 DEFAULT_GRID = (64, 256, 512)
 TARGETS = ("positions", "contexts")
 EVAL_CHUNK = 50_000
+_LATER_SETTINGS = {"epoch_chars": None}  # settings added after format 1, with their defaults (see identity)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,14 @@ class NNNConfig:
     targets: str = "positions"  # "positions": each sampled position's next character, as sec 3.3 trains; "contexts":
     # the next-character distribution of that position's context in the train split (same batches, same expected
     # gradient, less noise: the objective is the same likelihood, see NNNTask)
+    epoch_chars: int | None = None  # positions per n-NN "epoch", the unit of validation, early stopping and lr decay
+    # (None: one pass over the train split, as sec 3.3). Shorter epochs let the recipe's per-epoch decay anneal the
+    # lr within the few passes an n-NN needs; the passes still draw every position once each (see NNNTask)
+
+    # With `snapshots=True` (shipped n-NNs, reports.ship) fit keeps the weights after the first step: the provenance
+    # test retrains a shipped n-NN to it (tests/test_shipped.py). Class constants, not settings: no id changes.
+    snapshots: ClassVar[int] = 1
+    snapshot_epochs: ClassVar[float] = 1.0
 
     def validate(self) -> None:
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
@@ -96,6 +106,8 @@ class NNNConfig:
             if not isinstance(h, int) or isinstance(h, bool) or h < 1:
                 raise UserError(f"hidden sizes must be positive integers, got {h!r}")
         require_positive(self, "epochs", "batch_chars", "patience", "lr")
+        if self.epoch_chars is not None:
+            require_positive(self, "epoch_chars")
         if self.targets not in TARGETS:
             raise UserError(f"n-NN targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
 
@@ -105,8 +117,14 @@ class NNNConfig:
         return d
 
     def identity(self, corpus_key: str, without: tuple[str, ...] = ()) -> dict:
-        """What the id hashes: every setting but the corpus string, plus `Corpus.key` (its bytes and split mode)."""
+        """What the id hashes: every setting but the corpus string, plus `Corpus.key` (its bytes and split mode).
+
+        A setting added after format 1 is left out at its default, so the models trained before it keep their ids.
+        """
         settings = {k: v for k, v in self.to_dict().items() if k != "corpus" and k not in without}
+        for name, default in _LATER_SETTINGS.items():
+            if settings.get(name, default) == default:
+                settings.pop(name, None)
         return {**settings, "kind": "nnn", "format": FORMAT, "corpus_key": corpus_key}
 
     def model_id(self, corpus_key: str) -> str:
@@ -237,8 +255,8 @@ def context_targets(rows: torch.Tensor, nxt: np.ndarray, vocab_size: int):
 
 
 class NNNTask(Task):
-    """Shuffled minibatches of positions (the model has no state to carry); each epoch's order comes from
-    (seed, epoch), so a resumed run draws the same batches without saving a generator.
+    """Shuffled minibatches of positions (the model has no state to carry); each pass's order comes from
+    (seed, pass), so a resumed run draws the same batches without saving a generator.
 
     With `targets="contexts"` the batches are the same, but each position's target is the distribution of the
     characters that follow its context in the train split instead of the one that followed there. Summed over the
@@ -263,7 +281,8 @@ class NNNTask(Task):
         if config.targets == "contexts":
             self.soft = context_targets(self.x_train, train_ids[1:].astype(np.int64), V)
         self.batch = min(config.batch_chars, self.positions)
-        self.steps_per_epoch = math.ceil(self.positions / self.batch)
+        self.steps_per_pass = math.ceil(self.positions / self.batch)
+        self.steps_per_epoch = math.ceil(config.epoch_chars / self.batch) if config.epoch_chars else self.steps_per_pass
         self.chars_per_step = self.batch
         self.divergence_loss = 3 * math.log(V) + 1
         self.config, self.hidden, self.corpus, self.model_id = config, hidden, corpus, model_id
@@ -271,11 +290,17 @@ class NNNTask(Task):
         self.model = NNN(config.n, V, hidden)
         self.order, self.order_epoch = None, None
 
+    def batch_positions(self, epoch: int, batch: int) -> torch.Tensor:
+        """The train positions of minibatch `batch` of epoch `epoch`: a pass over the positions is one shuffled order
+        drawn from (seed, pass), cut into minibatches; epochs of `epoch_chars` positions cut the passes in turn."""
+        passes, step = divmod(epoch * self.steps_per_epoch + batch, self.steps_per_pass)
+        if self.order_epoch != passes:
+            generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + passes)
+            self.order, self.order_epoch = torch.randperm(self.positions, generator=generator), passes
+        return self.order[step * self.batch : (step + 1) * self.batch]
+
     def loss(self, epoch, batch):
-        if self.order_epoch != epoch:
-            generator = torch.Generator().manual_seed(self.config.seed * 1_000_003 + epoch)
-            self.order, self.order_epoch = torch.randperm(self.positions, generator=generator), epoch
-        idx = self.order[batch * self.batch : (batch + 1) * self.batch]
+        idx = self.batch_positions(epoch, batch)
         logits = self.model(self.x_train[idx])  # (B, V)
         if self.soft is None:
             return F.cross_entropy(logits, self.y_train[idx])
@@ -305,12 +330,21 @@ class NNNTask(Task):
 
 
 def _train_one(
-    config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path, model_id: str, progress: bool
-) -> dict:
-    """Train one hidden size through charlm.train's loop; out/checkpoint.pt is the best on val."""
+    config: NNNConfig, hidden: int, corpus: corpora.Corpus, out: Path, model_id: str, progress: bool,
+    snapshots: bool = False, stop_after_steps: int | None = None,
+) -> dict | None:  # fmt: skip
+    """Train one hidden size through charlm.train's loop; out/checkpoint.pt is the best on val.
+
+    `snapshots` keeps out/snapshots/step0000001.pt; `stop_after_steps` ends the run there, unfinished (None returned).
+    """
     task = NNNTask(config, hidden, corpus, model_id)
     member_id = f"{model_id}-H{hidden}"
-    fit(task, config, out, member_id, {"model_id": member_id, "kind": "nnn-member"}, progress, snapshots=False)
+    fit(
+        task, config, out, member_id, {"model_id": member_id, "kind": "nnn-member"}, progress, snapshots=snapshots,
+        stop_after_steps=stop_after_steps,
+    )  # fmt: skip
+    if stop_after_steps is not None:
+        return None
     record = complete_metrics(out / "metrics.json")
     record["chars_per_s"] = record["chars_trained"] / record["seconds"] if record["seconds"] > 0 else None
     return record
@@ -328,11 +362,13 @@ def train_nnn(
     epochs: int = _RECIPE["epochs"],
     seed: int = 0,
     progress: bool = True,
+    snapshots: bool = False,
     **recipe,
 ) -> Path:
     """Train the grid of hidden sizes, keep the best on val; returns the artifact folder (cached when complete).
 
-    `recipe` overrides other NNNConfig fields (batch_chars, lr, patience, eval_chars, ...).
+    `recipe` overrides other NNNConfig fields (batch_chars, lr, patience, eval_chars, ...). `snapshots` keeps each
+    member's weights after its first step (H{size}/snapshots/step0000001.pt: what a shipped n-NN is proven by).
     """
     corpus = as_corpus(corpus)
     if isinstance(hidden_grid, int):
@@ -341,6 +377,11 @@ def train_nnn(
         corpus=corpus.source or corpus.name, n=n, hidden_grid=tuple(hidden_grid), seed=seed, epochs=epochs,
         max_chars=max_chars, **recipe,
     )  # fmt: skip
+    return train_config(config, corpus, progress, snapshots)
+
+
+def train_config(config: NNNConfig, corpus: corpora.Corpus, progress: bool = True, snapshots: bool = False) -> Path:
+    """`train_nnn` for a whole NNNConfig (what reports.ship plans): its artifact folder, trained when not complete."""
     config.validate()
     mid = config.model_id(corpus.key)
     out = model_folder(corpus, config)
@@ -351,7 +392,7 @@ def train_nnn(
         member = out / f"H{hidden}"
         record = complete_metrics(member / "metrics.json")
         if record is None or not (member / "checkpoint.pt").is_file():
-            record = _train_one(config, hidden, corpus, member, mid, progress)
+            record = _train_one(config, hidden, corpus, member, mid, progress, snapshots)
         grid.append(record)
     best = min(grid, key=lambda r: r["best_val_loss"])
     payload = load_payload(out / f"H{best['hidden']}" / "checkpoint.pt")
@@ -434,6 +475,17 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
     parser.add_argument("--lr", type=float, default=_RECIPE["lr"], help="RMSProp learning rate (default %(default)s)")
     parser.add_argument(
+        "--epoch-chars", type=int, default=None,
+        help="positions per epoch, the unit of validation, early stopping and lr decay (default: one pass)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--lr-decay", type=float, default=_RECIPE["lr_decay"], help="lr factor per epoch (default %(default)s)"
+    )
+    parser.add_argument(
+        "--decay-after", type=int, default=_RECIPE["decay_after"],
+        help="epochs at the full lr before the decay starts (default %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
         "--targets", default="positions", choices=TARGETS,
         help="what a sampled position is trained towards: its next character (positions, as sec 3.3) or its "
         "context's next-character distribution in the train split (contexts: same likelihood, less noise)",
@@ -450,7 +502,7 @@ def main(argv=None) -> int:
     for n in ns:
         NNNConfig(
             args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars, lr=args.lr,
-            targets=args.targets,
+            lr_decay=args.lr_decay, decay_after=args.decay_after, targets=args.targets, epoch_chars=args.epoch_chars,
         ).validate()  # fmt: skip
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -460,7 +512,8 @@ def main(argv=None) -> int:
             path = predict(
                 corpus, n, args.split, progress=not args.quiet, repair=False, hidden_grid=grid,
                 max_chars=args.max_chars, epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars, lr=args.lr,
-                targets=args.targets,
+                lr_decay=args.lr_decay, decay_after=args.decay_after, targets=args.targets,
+                epoch_chars=args.epoch_chars,
             )  # fmt: skip
         except TrainingDiverged as err:
             print(f"error: {err}", file=sys.stderr)

@@ -59,9 +59,14 @@ from .train import TrainConfig
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 _TRAIN_FIELDS = set(TrainConfig.__dataclass_fields__) - {"corpus", "arch", "layers", "size", "seed"}
 _GRID = {"types", "layers", "budgets", "corpora"}
+_NNN_OPTIONS = {  # a profile's [baselines] key -> the charlm.nnn.NNNConfig field it sets
+    "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
+    "nnn_targets": "targets", "nnn_epochs": "epochs", "nnn_epoch_chars": "epoch_chars", "nnn_lr_decay": "lr_decay",
+    "nnn_decay_after": "decay_after", "nnn_patience": "patience",
+}  # fmt: skip
 _SECTIONS = {
     "ablations": {"archs", "layers", "budget", "lstm_seeds"},
-    "baselines": {"ngram_n", "nnn_n", "nnn_hidden", "nnn_max_chars", "nnn_batch_chars", "nnn_lr", "nnn_targets"},
+    "baselines": {"ngram_n", "nnn_n", *_NNN_OPTIONS},
     "run": {"workers"},
 }
 _TOP = {"description", "corpora", "analyses", "wants_gpu", "splits", "train", "analysis", "grid", *_SECTIONS}
@@ -270,11 +275,7 @@ def baseline_orders(profile: Profile, extra: tuple[Iterable[int], Iterable[int]]
 
 def nnn_options(profile: Profile) -> dict:
     base = profile.baselines
-    names = {
-        "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
-        "nnn_targets": "targets",
-    }  # fmt: skip
-    options = {option: base[key] for key, option in names.items() if key in base}
+    options = {option: base[key] for key, option in _NNN_OPTIONS.items() if key in base}
     if "hidden_grid" in options:
         options["hidden_grid"] = tuple(options["hidden_grid"])
     return options
@@ -309,7 +310,8 @@ def plan(
         for n in nnn_n:
             config = nnn.NNNConfig(corpus.source or corpus.name, n, **options)
             folder = nnn.model_folder(corpus, config)
-            models.append(Planned("nnn", arg, corpus, folder.name, folder, n=n, options=options))
+            shipped = (shipped_folder(profile.name, corpus.artifact_name, folder.name) / MANIFEST).is_file()
+            models.append(Planned("nnn", arg, corpus, folder.name, folder, n=n, options=options, shipped=shipped))
     return loaded, models
 
 

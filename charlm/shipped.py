@@ -9,6 +9,10 @@ A profile's shipped models live in the repository under `models/<profile>/<corpu
                     to it and compares the weights bit for bit, tests/test_shipped.py)
     metrics.json    the training's metrics, its snapshot list cut to the shipped snapshots
 
+An n-NN (charlm.nnn) ships the same manifest (with "kind": "nnn" and its NNNConfig) beside the chosen hidden size's
+checkpoint.pt, that grid member's weights after its first step (snapshots/step0000001.pt, for the same provenance
+test) and the grid's metrics.json; installed, it is a complete n-NN folder that charlm.nnn reads as cached.
+
 `reports.ship pack` writes them; the report (reports.pipeline) installs them with `install_shipped` before it
 plans any training, so a fresh clone reads the converged models at once and trains none of them. A damaged or
 missing file is named in one line and that model is trained instead.

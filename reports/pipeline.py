@@ -422,14 +422,15 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
     neural = [m for m in models if m.kind == "neural"]
-    by_dir = {m.directory: m for m in neural}
+    shippable = [m for m in models if m.kind in ("neural", "nnn")]  # models/<profile>/ holds both kinds
+    by_dir = {m.directory: m for m in shippable}
     if options.retrain:
-        for m in neural:
+        for m in shippable:
             if installed(m.directory):
                 shutil.rmtree(m.directory)  # trained again below, from scratch
     else:
         shipped = install_shipped(
-            profile.name, [(m.corpus.artifact_name, m.model_id, m.directory) for m in neural], say,
+            profile.name, [(m.corpus.artifact_name, m.model_id, m.directory) for m in shippable], say,
             is_whole=lambda d: damage(by_dir[d]) is None,
         )  # fmt: skip
         if shipped:

@@ -1,4 +1,4 @@
-"""Shipped models: train a profile's recurrent models with their provenance, pack them into the repository.
+"""Shipped models: train a profile's recurrent models and n-NNs with their provenance, pack them into the repository.
 
 The `reference` profile's models are trained once, on a 2-core CPU, and shipped with the suite, so every user
 reads converged models without training them (README, "Shipped models"):
@@ -12,6 +12,11 @@ sessions lists each. `pack` copies each finished model's best checkpoint, the sn
 metrics into `models/<profile>/<corpus>/<model id>/` with a manifest.json holding that provenance and the sha256 of
 every file. The pipeline installs them from there (reports.pipeline) and tests/test_shipped.py proves that the
 recorded config, trained again for the first snapshot's steps, gives that snapshot's weights bit for bit.
+
+The profile's n-NNs (Karpathy et al. sec 4.3, charlm.nnn) ship the same way when their [baselines] settings train
+longer than a cold report affords: `train` trains them after the recurrent models (`--only nnn` trains them alone)
+and keeps each grid member's weights after its first step; `pack` ships the chosen hidden size's checkpoint, that
+member's first-step weights (snapshots/step0000001.pt) and the grid's metrics, a few MB in all.
 """
 
 from __future__ import annotations
@@ -75,18 +80,38 @@ def training_order(configs: list) -> list:
     return sorted(configs, key=lambda pair: pair[1].arch not in FUSED)
 
 
+def nnn_configs(profile, corpus) -> list:
+    """The n-NN configs a profile plans on one corpus (its [baselines] nnn_n and settings, charlm.plan)."""
+    from charlm import nnn
+    from charlm.plan import baseline_orders, nnn_options
+
+    options = nnn_options(profile)
+    return [nnn.NNNConfig(corpus.source or corpus.name, n, **options) for n in baseline_orders(profile)[1]]
+
+
+def is_nnn(config) -> bool:
+    from charlm.nnn import NNNConfig
+
+    return isinstance(config, NNNConfig)
+
+
 def train_all(profile_name: str, threads: int, only: set[str] | None, command: str) -> int:
-    """Train the profile's models in turn; several such processes (one per core) share the list through locks."""
+    """Train the profile's models in turn (the recurrent ones, then the n-NNs); several such processes (one per core)
+    share the list through locks."""
     from charlm.plan import neural_configs
 
     profile = load_profile(profile_name)
-    planned = []
+    planned, nnns = [], []
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
         planned += [(corpus, c) for c in neural_configs(profile, corpus, arg)]
-    planned = training_order(planned)
+        nnns += [(corpus, c) for c in nnn_configs(profile, corpus)]
+    planned = training_order(planned) + nnns
     if only:
-        planned = [(corpus, c) for corpus, c in planned if c.arch in only or c.model_id(corpus.key) in only]
+        planned = [
+            (corpus, c) for corpus, c in planned
+            if (c.arch if not is_nnn(c) else "nnn") in only or c.model_id(corpus.key) in only
+        ]  # fmt: skip
     revision = git_revision(Path(__file__).resolve().parent)
     for k, (corpus, config) in enumerate(planned, 1):
         from charlm.paths import complete_metrics, model_dir
@@ -161,15 +186,26 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
     record["sessions"].append(session)
     atomic.write_json(out / PROVENANCE, record)
     started = time.perf_counter()
-    train(config, corpus=corpus, threads=threads, progress=False)
+    if is_nnn(config):
+        import torch
+
+        from charlm import nnn
+
+        torch.set_num_threads(threads)
+        nnn.train_config(config, corpus, progress=False, snapshots=True)
+    else:
+        train(config, corpus=corpus, threads=threads, progress=False)
     session["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     session["wall_seconds"] = round(time.perf_counter() - started, 1)
     atomic.write_json(out / PROVENANCE, record)
     metrics = json.loads((out / "metrics.json").read_text())
+    how = (
+        f"hidden {metrics['best_hidden']} of {[g['hidden'] for g in metrics['grid']]}"
+        if is_nnn(config)
+        else f"after {len(metrics['epochs'])} epochs ({metrics['stopped']})"
+    )
     print(
-        f"[ship] {out.name}: best val {metrics['best_val_loss']:.4f} after {len(metrics['epochs'])} epochs "
-        f"({metrics['stopped']}), {session['wall_seconds']:.0f} s",
-        flush=True,
+        f"[ship] {out.name}: best val {metrics['best_val_loss']:.4f} {how}, {session['wall_seconds']:.0f} s", flush=True
     )
 
 
@@ -218,28 +254,89 @@ def pack_one(source: Path, folder: Path, profile: str, headline: bool) -> dict:
             raise UserError(f"{source / name} is not the file its metrics.json recorded: retrain {source.name}")
     shipped_metrics = {**metrics, "snapshots": snapshots, "snapshots_trained": len(metrics.get("snapshots") or [])}
     atomic.write_json(stage / "metrics.json", shipped_metrics)
-    files = {n: {"sha256": file_sha256(stage / n), "bytes": (stage / n).stat().st_size}
-             for n in names + ["metrics.json"]}  # fmt: skip
-    sessions = provenance["sessions"]
     manifest = {
         "model_id": metrics["model_id"],
         "profile": profile,
         "corpus": metrics.get("corpus"),
         "corpus_key": metrics.get("corpus_key"),
         "train_config": metrics["train_config"],
+        **_provenance(provenance["sessions"]),
+        "training_seconds": metrics["seconds"],
+        "epochs": len(metrics["epochs"]),
+        "stopped": metrics["stopped"],
+        "best_val_loss": metrics["best_val_loss"],
+    }
+    return _finish(stage, folder, names, manifest)
+
+
+def pack_nnn(source: Path, folder: Path, profile: str) -> dict:
+    """Copy one finished n-NN into its shipped folder with its manifest; returns the manifest.
+
+    It ships the chosen hidden size's checkpoint, that grid member's weights after its first step (the provenance
+    test retrains to them) and the grid's metrics.json, with the chosen member's validation curve added.
+    """
+    from charlm.checkpoint import file_sha256
+
+    metrics = json.loads((source / "metrics.json").read_text())
+    provenance = json.loads((source / PROVENANCE).read_text())
+    member = source / f"H{metrics['best_hidden']}"
+    member_metrics = json.loads((member / "metrics.json").read_text())
+    if not member_metrics.get("snapshots"):
+        raise UserError(f"{member} kept no first-step weights: train it with `python -m reports.ship train`")
+    first = member_metrics["snapshots"][0]
+    stage = folder.with_name(folder.name + ".packing")
+    shutil.rmtree(stage, ignore_errors=True)
+    (stage / "snapshots").mkdir(parents=True)
+    for src, name, sha256 in (
+        (source / "checkpoint.pt", "checkpoint.pt", metrics["checkpoint_sha256"]),
+        (member / first["file"], first["file"], first["sha256"]),
+    ):
+        shutil.copyfile(src, stage / name)
+        if file_sha256(stage / name) != sha256:
+            raise UserError(f"{src} is not the file its metrics.json recorded: retrain {source.name}")
+    chosen = {
+        "hidden": metrics["best_hidden"],
+        "epochs": member_metrics["epochs"],
+        "stopped": member_metrics["stopped"],
+    }
+    # "first_step_snapshot", not "snapshots": the analyses read a model's snapshots list as its training snapshots
+    atomic.write_json(stage / "metrics.json", {**metrics, "first_step_snapshot": first, "chosen_member": chosen})
+    manifest = {
+        "kind": "nnn",
+        "model_id": metrics["model_id"],
+        "profile": profile,
+        "corpus": metrics.get("corpus"),
+        "corpus_key": metrics.get("corpus_key"),
+        "nnn_config": metrics["config"],
+        "hidden": metrics["best_hidden"],
+        **_provenance(provenance["sessions"]),
+        "training_seconds": metrics["seconds"],  # the whole grid
+        "epochs": len(member_metrics["epochs"]),
+        "stopped": member_metrics["stopped"],
+        "best_val_loss": metrics["best_val_loss"],
+    }
+    return _finish(stage, folder, ["checkpoint.pt", first["file"]], manifest)
+
+
+def _provenance(sessions: list[dict]) -> dict:
+    """How a model was made, from the sessions that trained it (provenance.json)."""
+    return {
         "command": sessions[0]["command"],
         "git_revisions": sorted({s["git"]["commit"] for s in sessions if s["git"]["commit"]}),
         "uncommitted_changes": any(s["git"]["uncommitted_changes"] for s in sessions),
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
         "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 1),  # interrupted ones: unknown
-        "training_seconds": metrics["seconds"],
-        "epochs": len(metrics["epochs"]),
-        "stopped": metrics["stopped"],
-        "best_val_loss": metrics["best_val_loss"],
         "sessions": sessions,
-        "files": files,
     }
+
+
+def _finish(stage: Path, folder: Path, names: list[str], manifest: dict) -> dict:
+    """Write the manifest (every file's sha256 and size) into the staged folder and move it into place."""
+    from charlm.checkpoint import file_sha256
+
+    manifest["files"] = {n: {"sha256": file_sha256(stage / n), "bytes": (stage / n).stat().st_size}
+                         for n in names + ["metrics.json"]}  # fmt: skip
     atomic.write_json(stage / MANIFEST, manifest)
     shutil.rmtree(folder, ignore_errors=True)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -258,7 +355,7 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
         corpus = corpora.load(arg, split_mode=profile.splits)
         configs = neural_configs(profile, corpus, arg)
         headline = headline_config(configs, corpus.vocab_size)
-        for config in configs:
+        for config in configs + nnn_configs(profile, corpus):
             model_id = config.model_id(corpus.key)
             source = model_dir(corpus.artifact_name, model_id)
             folder = shipped_folder(profile.name, corpus.artifact_name, model_id, root)
@@ -268,7 +365,10 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
             if not (complete_metrics(source / "metrics.json") and (source / PROVENANCE).is_file()):
                 pending.append(f"{corpus.name}/{model_id}")
                 continue
-            manifest = pack_one(source, folder, profile.name, config == headline)
+            if is_nnn(config):
+                manifest = pack_nnn(source, folder, profile.name)
+            else:
+                manifest = pack_one(source, folder, profile.name, config == headline)
             total_bytes += sum(e["bytes"] for e in manifest["files"].values())
             packed += 1
             print(f"[ship] packed {folder} ({len(manifest['files'])} files)", flush=True)
@@ -287,7 +387,7 @@ def status(profile_name: str, root: Path | None = None) -> int:
     totals = {"seconds": 0.0, "bytes": 0, "shipped": 0, "planned": 0}
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
-        for config in neural_configs(profile, corpus, arg):
+        for config in neural_configs(profile, corpus, arg) + nnn_configs(profile, corpus):
             model_id = config.model_id(corpus.key)
             totals["planned"] += 1
             manifest_path = shipped_folder(profile.name, corpus.artifact_name, model_id, root) / MANIFEST
@@ -309,10 +409,12 @@ def status(profile_name: str, root: Path | None = None) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports.ship", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    train_p = sub.add_parser("train", help="train every recurrent model of a profile in turn, recording provenance")
+    train_p = sub.add_parser("train", help="train a profile's recurrent models and n-NNs in turn, recording provenance")
     train_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     train_p.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s: one core)")
-    train_p.add_argument("--only", nargs="*", default=None, help="only these architectures or model ids")
+    train_p.add_argument(
+        "--only", nargs="*", default=None, help="only these architectures (nnn: the n-NNs) or model ids"
+    )
     pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
     pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     status_p = sub.add_parser("status", help="a markdown table of the profile's shipped models and their cost")

@@ -3,6 +3,7 @@ fitting a bigram, the hidden-size grid, caching, checkpoints that load with weig
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import shutil
@@ -218,8 +219,6 @@ def test_an_interrupted_nnn_resumes_bit_identical(monkeypatch):
 def test_context_targets_are_the_same_likelihood_as_positions():
     """Over a batch that holds every position, the soft-target loss and its gradient equal the one-hot loss's:
     the objective is unchanged, only the noise of a minibatch is."""
-    import dataclasses
-
     corpus, _ = markov1_corpus(3000)
     config = nnn.NNNConfig(corpus="m", n=2, hidden_grid=(8,), targets="contexts", batch_chars=10**9)
     soft = nnn.NNNTask(config, 8, corpus, "m")
@@ -244,3 +243,40 @@ def test_context_targets_are_the_same_likelihood_as_positions():
         np.testing.assert_allclose(targets[t], expected, rtol=1e-6, atol=1e-7)
     with pytest.raises(UserError, match="targets"):
         nnn.NNNConfig(corpus="m", n=2, targets="words").validate()
+
+
+def test_short_epochs_cut_the_same_passes_and_anneal_the_lr_within_them():
+    """`epoch_chars` makes an epoch (validation, early stopping, the recipe's lr decay) shorter than a pass, while
+    the passes still draw every position once each, in the same order as one-pass epochs."""
+    corpus, _ = markov1_corpus(4000)
+    config = nnn.NNNConfig(corpus="m", n=2, hidden_grid=(4,), batch_chars=300)
+    whole = nnn.NNNTask(config, 4, corpus, "m")
+    short = nnn.NNNTask(dataclasses.replace(config, epoch_chars=900), 4, corpus, "m")
+    assert short.steps_per_epoch == 3 and whole.steps_per_epoch == whole.steps_per_pass > 3
+    steps = 2 * whole.steps_per_pass
+    drawn = {
+        name: torch.cat([task.batch_positions(*divmod(g, task.steps_per_epoch)) for g in range(steps)])
+        for name, task in (("whole", whole), ("short", short))
+    }
+    torch.testing.assert_close(drawn["short"], drawn["whole"])
+    for k in range(2):  # each pass is a permutation of the positions
+        one_pass = drawn["short"][k * whole.positions : (k + 1) * whole.positions]
+        assert torch.equal(one_pass.sort().values, torch.arange(whole.positions))
+    # trained: an epoch every 900 positions, the lr halved per epoch after the first
+    folder = nnn.train_nnn(corpus, 1, hidden_grid=(4,), progress=False, epochs=4, batch_chars=300, epoch_chars=900,
+                           lr=4e-3, lr_decay=0.5, decay_after=1)  # fmt: skip
+    epochs = json.loads((folder / "H4" / "metrics.json").read_text())["epochs"]
+    assert [e["chars"] for e in epochs] == [900, 1800, 2700, 3600]
+    assert [e["lr"] for e in epochs] == [4e-3, 2e-3, 1e-3, 5e-4]
+
+
+def test_models_trained_before_epoch_chars_keep_their_ids():
+    """A setting added later is hashed only when set: quick's cached n-NNs keep their ids (these were computed with
+    the code before `epoch_chars`)."""
+    corpus, _ = markov1_corpus(3000)
+    quick_like = nnn.NNNConfig(corpus="m", n=2, hidden_grid=(8,), targets="contexts", lr=5e-3, batch_chars=512)
+    ids = [quick_like.model_id(corpus.key), nnn.NNNConfig(corpus="m", n=3).model_id(corpus.key)]
+    assert ids == ["nnn-n2-191b52", "nnn-n3-8308d7"]
+    assert nnn.NNNConfig(corpus="m", n=3, epoch_chars=1000).model_id(corpus.key) != ids[1]
+    with pytest.raises(UserError, match="epoch_chars"):
+        nnn.NNNConfig(corpus="m", n=3, epoch_chars=0).validate()

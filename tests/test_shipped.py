@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import corpora
-from charlm import shipped
+from charlm import nnn, shipped
 from charlm.checkpoint import load_payload
 from charlm.model import CharLM
 from charlm.plan import load_profile, planned_model_ids
@@ -29,6 +29,14 @@ SHIPPED = sorted(shipped.SHIPPED_ROOT.glob("*/*/*/manifest.json"))
 SHIPPED_BUDGET_BYTES = 60_000_000  # issue 19: the reference models with their snapshots, at most 60 MB
 
 
+def _is_nnn(manifest_path) -> bool:
+    return json.loads(manifest_path.read_text()).get("kind") == "nnn"
+
+
+RECURRENT = [p for p in SHIPPED if not _is_nnn(p)]
+NNNS = [p for p in SHIPPED if _is_nnn(p)]  # n-NNs (charlm.nnn) ship beside the recurrent models
+
+
 def _same_kernels(recorded: dict) -> bool:
     """Whether this machine runs the kernels the model was trained with: the same CPU model and the same
     instruction set torch dispatches to (manifests from before `cpu_capability` was recorded: never assumed)."""
@@ -36,7 +44,7 @@ def _same_kernels(recorded: dict) -> bool:
     return recorded.get("cpu") == here["cpu"] and recorded.get("cpu_capability") == here["cpu_capability"]
 
 
-@pytest.mark.parametrize("manifest_path", SHIPPED, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+@pytest.mark.parametrize("manifest_path", RECURRENT, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
 def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights(manifest_path, tmp_path):
     """Bit for bit on the kernels it was trained with. On another CPU (the next session's machine may be an AMD
     EPYC where the model was trained on an Intel Xeon, or the reverse) the BLAS and oneDNN kernels sum in another
@@ -59,15 +67,24 @@ def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights(manif
     finally:
         torch.set_num_threads(threads)
     again = load_payload(out / first["file"])["state_dict"]
-    recorded = load_payload(folder / first["file"])["state_dict"]
+    torch.manual_seed(config.seed)  # the initialisation, as charlm.train draws it (CPU-independent RNG)
+    init = CharLM(config.model_config(corpus.vocab_size)).state_dict()
+    assert_same_weights(manifest, again, load_payload(folder / first["file"])["state_dict"], init)
+
+
+def assert_same_weights(manifest: dict, again: dict, recorded: dict, init: dict | None = None) -> None:
+    """Bit for bit on the kernels that trained the model; on another CPU within 1e-3 of the distance training moved
+    the weights from `init` (without `init`: within 1e-5 absolute)."""
     assert again.keys() == recorded.keys()
     if _same_kernels(manifest["machine"]):
         assert all(torch.equal(again[k], recorded[k]) for k in again), (
             f"{manifest['model_id']}: retrained weights differ from the shipped snapshot: retrain it"
         )
         return
-    torch.manual_seed(config.seed)  # the initialisation, as charlm.train draws it (CPU-independent RNG)
-    init = CharLM(config.model_config(corpus.vocab_size)).state_dict()
+    if init is None:
+        worst = max(float((again[k] - recorded[k]).abs().max()) for k in again)
+        assert worst < 1e-5, f"{manifest['model_id']}: retrained weights differ by {worst:.2e} on this CPU"
+        return
     moved = torch.cat([(recorded[k] - init[k]).flatten() for k in recorded]).norm()
     off = torch.cat([(again[k] - recorded[k]).flatten() for k in recorded]).norm()
     assert moved > 0.01, f"{manifest['model_id']}: its first snapshot is its initialisation: nothing to compare"
@@ -75,6 +92,31 @@ def test_a_shipped_model_retrained_to_its_first_snapshot_gives_its_weights(manif
         f"{manifest['model_id']}: retrained weights are {off / moved:.1e} of training's step away from the shipped "
         "snapshot on this CPU (over 1e-3): the training code changed what it computes; retrain it"
     )
+
+
+def retrain_nnn_first_step(folder, tmp_path) -> tuple[dict, dict]:
+    """A shipped n-NN's chosen hidden size trained again from its recorded config, with the training loop of this
+    checkout, for the steps of its shipped first-step weights: (again, recorded) state dicts."""
+    manifest = json.loads((folder / shipped.MANIFEST).read_text())
+    metrics = json.loads((folder / "metrics.json").read_text())
+    first = metrics["first_step_snapshot"]
+    config = nnn.NNNConfig(**{**manifest["nnn_config"], "hidden_grid": tuple(manifest["nnn_config"]["hidden_grid"])})
+    corpus = corpora.load(config.corpus, split_mode=metrics["corpus_splits"])
+    assert config.model_id(corpus.key) == manifest["model_id"]  # the corpus and config are the recorded ones
+    threads = torch.get_num_threads()
+    torch.set_num_threads(manifest["machine"]["torch_threads"])
+    try:
+        nnn._train_one(config, manifest["hidden"], corpus, tmp_path / "again", manifest["model_id"], False,
+                       snapshots=True, stop_after_steps=first["step"])  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    again = load_payload(tmp_path / "again" / first["file"])["state_dict"]
+    return again, load_payload(folder / first["file"])["state_dict"]
+
+
+@pytest.mark.parametrize("manifest_path", NNNS, ids=lambda p: f"{p.parts[-3]}/{p.parts[-2]}")
+def test_a_shipped_nnn_retrained_to_its_first_step_gives_its_weights_bit_for_bit(manifest_path, tmp_path):
+    assert_same_weights(json.loads(manifest_path.read_text()), *retrain_nnn_first_step(manifest_path.parent, tmp_path))
 
 
 def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget():
@@ -201,3 +243,72 @@ def test_a_model_locked_by_a_live_worker_is_skipped_and_a_stale_lock_taken_over(
     with ship.training_lock(tmp_path) as holder:
         assert holder is None and (tmp_path / "training.lock").read_text().endswith(f" {os.getpid()}")
     assert not (tmp_path / "training.lock").exists()
+
+
+@pytest.fixture
+def tiny_nnn_shipped(tmp_path, monkeypatch, small_text_file):
+    """A profile with one tiny LSTM and two n-NNs; `reports.ship train --only nnn` trains the n-NNs (with a grid of
+    two hidden sizes and short epochs), `pack` ships them into tmp/models, and the artifacts are then removed."""
+    toml = tmp_path / "tinynnn.toml"
+    toml.write_text(
+        textwrap.dedent(f"""
+        description = "one tiny LSTM and two n-NNs"
+        corpora = ["{small_text_file}"]
+        analyses = ["cross_entropy"]
+        [train]
+        max_chars = 2000
+        eval_chars = 1000
+        batch_size = 4
+        unroll = 20
+        [[grid]]
+        types = ["lstm"]
+        layers = [1]
+        budgets = [8]
+        [baselines]
+        nnn_n = [1, 2]
+        nnn_hidden = [4, 8]
+        nnn_epochs = 3
+        nnn_epoch_chars = 2000
+        nnn_batch_chars = 200
+        nnn_lr_decay = 0.5
+        nnn_decay_after = 1
+        nnn_targets = "contexts"
+        """)
+    )
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
+    assert ship.main(["train", "--profile", str(toml), "--only", "nnn"]) == 0
+    ship.pack_all(str(toml), root=tmp_path / "models")
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))  # a fresh clone: nothing trained
+    return load_profile(str(toml))
+
+
+def test_nnns_ship_with_provenance_retrain_bit_for_bit_and_the_report_installs_them(tiny_nnn_shipped, tmp_path, capsys):
+    """One fixture (its training and packing are the slow part) for the whole path: pack, provenance, install."""
+    manifests = sorted((tmp_path / "models" / "tinynnn").glob("*/nnn-*/manifest.json"))
+    assert [p.parent.name.split("-")[1] for p in manifests] == ["n1", "n2"]
+    assert not list((tmp_path / "models" / "tinynnn").glob("*/lstm-*"))  # --only nnn: the LSTM is still to train
+    for manifest_path in manifests:
+        folder = manifest_path.parent
+        manifest = json.loads(manifest_path.read_text())
+        assert manifest["kind"] == "nnn" and shipped.damaged_files(folder) is None
+        assert manifest["command"] == f"python -m reports.ship train --profile {tmp_path / 'tinynnn.toml'} --only nnn"
+        assert set(manifest["files"]) == {"checkpoint.pt", "metrics.json", "snapshots/step0000001.pt"}
+        assert manifest["machine"]["torch_threads"] == 1 and manifest["wall_seconds"] > 0
+        metrics = json.loads((folder / "metrics.json").read_text())
+        assert [g["hidden"] for g in metrics["grid"]] == [4, 8] and manifest["hidden"] == metrics["best_hidden"]
+        assert metrics["checkpoint_sha256"] == manifest["files"]["checkpoint.pt"]["sha256"]
+        assert manifest["epochs"] == 3 and len(metrics["chosen_member"]["epochs"]) == 3
+        again, recorded = retrain_nnn_first_step(folder, tmp_path / folder.name)
+        assert_same_weights(manifest, again, recorded)
+        final = load_payload(folder / "checkpoint.pt")["state_dict"]
+        assert not all(torch.equal(recorded[k], final[k]) for k in final)  # the first step, not the trained model
+    # the report installs them and trains none of them
+    run(RunOptions(tiny_nnn_shipped, build_root=tmp_path / "build"))
+    out = capsys.readouterr().out
+    assert "shipped models: 2 in models/tinynnn/ (2 installed now" in out
+    for manifest_path in manifests:
+        (installed,) = (tmp_path / "artifacts").glob(f"*/{manifest_path.parent.name}")
+        assert shipped.installed(installed)
+        assert (installed / "checkpoint.pt").read_bytes() == (manifest_path.parent / "checkpoint.pt").read_bytes()
+        assert not list(installed.glob("H*"))  # no grid member trained here
