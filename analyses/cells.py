@@ -354,7 +354,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         try:
             windows = Windows(text, ids, features, s)
         except ValueError as err:
-            raise UserError(f"{models['corpus'].iloc[0]} {s['split']} split: {err}") from None
+            raise MissingInput(f"{models['corpus'].iloc[0]} {s['split']} split: {err}") from None  # too short
         for f in features:
             w, offset = windows.excerpt(f)
             start = int(windows.starts[w]) + offset
