@@ -18,7 +18,7 @@ from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 
 from .common import analysis_main, style
-from .context import Context
+from .context import Context, MissingInput
 
 TITLE = "Levy et al.'s ablations of the LSTM"
 QUESTION = "Is the LSTM's power in its embedded S-RNN or in the gated, element-wise weighted sum of its memory cell?"
@@ -84,6 +84,11 @@ def compute(ctx: Context) -> pd.DataFrame:
                     "gap_in_lstm_std": (mean - lstm_mean) / lstm_std if np.isfinite(lstm_std) and lstm_std > 0
                     else float("nan"),
                 })  # fmt: skip
+    if not rows:
+        raise MissingInput(
+            "no LSTM with an ablation of the same depth and width: train Levy et al.'s ablations beside it with "
+            "`python -m reports --profile quick` (or charlm.train --arch lstm-srnn at the LSTM's --layers and --size)"
+        )
     cols = ["corpus", "layers", "size", "arch", "model", "budget", "dropout", "seeds", "ce_nats", "seed_std",
             "bootstrap_std", "params", "gap_nats", "gap_in_lstm_std"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols)

@@ -137,12 +137,13 @@ def brace_advantage(ctx: Context, row: pd.Series, min_distance: int = 1, split: 
 
 def buckets(distance: np.ndarray, edges: list[int], min_braces: int) -> np.ndarray:
     """Bucket starts: `edges` up to the longest distance, a bucket with fewer than `min_braces` merged into the
-    one before it (the first into the one after)."""
-    starts = [e for e in sorted(edges) if e <= distance.max()] or [int(distance.min())]
+    one before it (the first into the one after). Every distance falls in a bucket, and no bucket is empty
+    (whatever `min_braces`), so each has a mean and an interval: repeated edges count once."""
+    starts = [int(e) for e in sorted(set(edges)) if e <= distance.max()] or [int(distance.min())]
     starts[0] = min(starts[0], int(distance.min()))
     while len(starts) > 1:
         counts = np.bincount(np.searchsorted(starts, distance, side="right") - 1, minlength=len(starts))
-        small = np.flatnonzero(counts < min_braces)
+        small = np.flatnonzero(counts < max(min_braces, 1))
         if small.size == 0:
             break
         k = int(small[0])

@@ -454,7 +454,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         try:
             windows = Windows(text, ids, features, s)
         except ValueError as err:
-            raise UserError(f"{models['corpus'].iloc[0]} {s['split']} split: {err}") from None
+            raise MissingInput(f"{models['corpus'].iloc[0]} {s['split']} split: {err}") from None  # too short
         corpus_key = {"corpus": models.iloc[0]["corpus_key"], "settings": s, "features": [f.name for f in features],
                       "source": source, "split": s["split"]}  # fmt: skip
         probeable = [f for f in features if not windows.too_rare(f)]

@@ -45,6 +45,7 @@ from .context import Context, MissingInput, Needs, model_index, one_recipe_per_c
 REQUIRED = ("TITLE", "QUESTION", "compute", "plot", "caption")
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpora", "charlm", "probes", "analyses")  # the code that produces numbers
+TEXT_COLUMNS = ("char", "text", "sample", "prime", "keywords")  # columns of corpus text, read back as text
 BRIEF_TRAINING = 20_000_000  # training characters below which captions say the models are only briefly trained
 
 
@@ -257,9 +258,10 @@ def save_table(df: pd.DataFrame, path: Path) -> Path:
 
 
 def read_table(path: Path) -> pd.DataFrame:
-    """A table written by save_table; ids and hashes stay strings (a hash like "1e5432" would parse as a float)."""
+    """A table written by save_table; ids, hashes and text stay strings (a hash like "1e5432" would parse as a float,
+    the character "7" or a sample of digits as a number)."""
     header = pd.read_csv(path, nrows=0).columns
-    text = [c for c in header if c.endswith("_id") or c in ("digest", "recipe", "variant", "group")]
+    text = [c for c in header if c.endswith("_id") or c in ("digest", "recipe", "variant", "group") + TEXT_COLUMNS]
     return pd.read_csv(path, dtype={c: str for c in text})
 
 

@@ -348,8 +348,10 @@ class Context:
         import torch
 
         ids = self.corpus(row).split(split)
-        if length < 1 or start < 0 or start + length > ids.size:
-            raise UserError(
+        if length < 1 or start < 0:
+            raise UserError(f"an excerpt needs a length of at least 1 and a start of at least 0, got {length}, {start}")
+        if start + length > ids.size:  # the split is too short for what the analysis reads: its section says so
+            raise MissingInput(
                 f"an excerpt of {length:,} characters from {start:,} does not fit the {split} split "
                 f"({ids.size:,} characters)"
             )

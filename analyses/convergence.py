@@ -24,7 +24,7 @@ from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 
 from .common import analysis_main, report_order, style
-from .context import Context
+from .context import Context, MissingInput
 
 TITLE = "Training curves: did every model converge?"
 QUESTION = "Is each model trained to convergence, as the papers' were, before we compare it with their numbers?"
@@ -54,6 +54,11 @@ def compute(ctx: Context) -> pd.DataFrame:
                 "val_loss": float(record["val_loss"]), "stopped": metrics.get("stopped"),
                 "full_epoch": float(record["epoch"]).is_integer(), "converged_gain": gain, "window": window,
             })  # fmt: skip
+    if not rows:
+        raise MissingInput(
+            "no model here recorded a validation curve (the epochs of its metrics.json), which `python -m "
+            "charlm.train` writes for every model it trains"
+        )
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

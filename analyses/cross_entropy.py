@@ -92,7 +92,10 @@ def plot(df: pd.DataFrame):
     fig, axes = plt.subplots(1, max(1, len(corpora_)), figsize=(5.5 * max(1, len(corpora_)), 3.2), squeeze=False)
     for ax, corpus in zip(axes[0], corpora_):
         sub = df[df["corpus"] == corpus].assign(model=lambda d: d["arch"].str.upper() + " L" + d["layers"].astype(str))
-        grid = sub.pivot_table(index="budget", columns="model", values="ce_nats", aggfunc="mean")
+        # a model sized to no budget row (trained at a width of its own) sits in the row of its width
+        grid = sub.assign(budget=sub["budget"].fillna(sub["size"])).pivot_table(
+            index="budget", columns="model", values="ce_nats", aggfunc="mean"
+        )
         sns.heatmap(
             grid, annot=True, fmt=".3f", cmap="viridis_r", ax=ax, cbar_kws={"label": "test cross-entropy (nats/char)"}
         )

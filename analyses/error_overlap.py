@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.patches import Circle
-from scipy.optimize import brentq
 
 from charlm.model import ARCH_LABELS
 from charlm.predictions import Predictions
@@ -182,31 +181,51 @@ def paper_table() -> pd.DataFrame:
 
 
 def _lens(r1: float, r2: float, d: float) -> float:
-    """Area of the intersection of two circles of radii r1, r2 whose centres are d apart."""
-    if d >= r1 + r2:
+    """Area of the intersection of two circles of radii r1, r2 (either may be 0) whose centres are d apart."""
+    if d >= r1 + r2:  # apart or touching (an empty circle shares nothing)
         return 0.0
-    if d <= abs(r1 - r2):
+    if d <= abs(r1 - r2):  # one inside the other (equal circles: d = 0)
         return np.pi * min(r1, r2) ** 2
-    a1 = r1**2 * np.arccos((d**2 + r1**2 - r2**2) / (2 * d * r1))
-    a2 = r2**2 * np.arccos((d**2 + r2**2 - r1**2) / (2 * d * r2))
-    return a1 + a2 - 0.5 * np.sqrt((-d + r1 + r2) * (d + r1 - r2) * (d - r1 + r2) * (d + r1 + r2))
+    # here d > 0 and both radii are positive; rounding must not take a cosine past +-1, the kite's area below 0,
+    # nor (near touching, where the terms cancel) the lens outside [0, the smaller circle]
+    c1 = np.clip((d**2 + r1**2 - r2**2) / (2 * d * r1), -1.0, 1.0)
+    c2 = np.clip((d**2 + r2**2 - r1**2) / (2 * d * r2), -1.0, 1.0)
+    kite = (-d + r1 + r2) * (d + r1 - r2) * (d - r1 + r2) * (d + r1 + r2)
+    lens = r1**2 * np.arccos(c1) + r2**2 * np.arccos(c2) - 0.5 * np.sqrt(max(kite, 0.0))
+    return float(np.clip(lens, 0.0, np.pi * min(r1, r2) ** 2))
 
 
 def _distance_for_overlap(r1: float, r2: float, area: float) -> float:
-    """Centre distance at which two circles overlap by `area` (clamped to the feasible range)."""
+    """Centre distance at which two circles overlap by `area`, clamped to what they can share.
+
+    The lens shrinks steadily as the centres part, from the smaller circle's whole area (nested, d <= |r1 - r2|)
+    to nothing (apart, d >= r1 + r2), so bisection on that interval finds the distance for any area: a subset
+    (area = the smaller set, which rounding can put a hair above the smaller circle), equal sets, disjoint sets
+    and empty ones included. A root finder that needs a sign change at both ends fails on the subset.
+    """
     low, high = abs(r1 - r2), r1 + r2
     if area <= 0:
         return high
     if area >= np.pi * min(r1, r2) ** 2:
         return low
-    return brentq(lambda d: _lens(r1, r2, d) - area, low + 1e-12, high - 1e-12)
+    for _ in range(200):  # each step halves [low, high]; it stops changing at float resolution
+        mid = 0.5 * (low + high)
+        if mid in (low, high):
+            break
+        if _lens(r1, r2, mid) > area:
+            low = mid
+        else:
+            high = mid
+    return 0.5 * (low + high)
 
 
 def venn_layout(sizes: tuple[float, float, float], pairs: tuple[float, float, float]):
     """Centres and radii of three circles whose areas are `sizes` and pairwise overlaps `pairs` (01, 02, 12).
 
-    Areas and pairwise overlaps are exact; the triple overlap follows from the placement (approximate), as in
-    every area-proportional three-set Venn diagram with circles.
+    Areas and the overlaps of circle 0 with 1 and with 2 are exact; the overlap of 1 and 2 is exact when the three
+    distances this asks for form a triangle (otherwise circle 2 goes on the line through 0 and 1, as near as it
+    gets), and the triple overlap follows from the placement (approximate), as in every area-proportional
+    three-set Venn diagram with circles. Empty sets have radius 0; equal sets coincide; a subset lies inside.
     """
     radii = np.sqrt(np.asarray(sizes, dtype=float) / np.pi)
     d01 = _distance_for_overlap(radii[0], radii[1], pairs[0])
@@ -255,7 +274,7 @@ def _draw_venn(ax, sub: pd.DataFrame) -> None:
                 va="bottom" if dy > 0.3 else "top" if dy < -0.3 else "center")  # fmt: skip
     for key, point in _region_anchors(centres, radii).items():
         ax.text(*point, f"{counts[key] / total:.1%}", ha="center", va="center", fontsize=7.5)
-    reach = (np.abs(centres) + radii[:, None]).max() * 1.6
+    reach = (np.abs(centres) + radii[:, None]).max() * 1.6 or 1.0  # no errors at all: empty circles, a unit frame
     ax.set_xlim(-reach, reach)
     ax.set_ylim(-reach, reach)
     ax.set_aspect("equal")

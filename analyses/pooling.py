@@ -138,20 +138,26 @@ RESULTS_SIZES = ("1K", "2K", "10K")
 # ------------------------------------------------------------------------------------------ the task
 
 
-def choose_keywords(train_text: bytes, classes: int, longest: int, min_letters: int = 6) -> list[bytes]:
+def choose_keywords(
+    train_text: bytes, classes: int, longest: int, min_letters: int = 6, also_in: tuple[bytes, ...] = ()
+) -> list[bytes]:
     """The most frequent words of >= min_letters letters with at most |train| / (4 x classes x longest)
-    occurrences (so keyword-free stretches of `longest` characters are common), none inside another."""
+    occurrences (so keyword-free stretches of `longest` characters are common), none inside another, each also
+    occurring in every text of `also_in` (the val and test splits the other examples come from)."""
     counts = Counter(re.findall(rb"[A-Za-z]{%d,}" % min_letters, train_text))
     most = len(train_text) / (4 * classes * longest)
     chosen: list[bytes] = []
     for word, n in counts.most_common():
         if n <= most and n >= 2 and not any(word in c or c in word for c in chosen):
+            if not all(word in text for text in also_in):
+                continue
             chosen.append(word)
             if len(chosen) == classes:
                 return chosen
-    raise UserError(
-        f"the corpus has only {len(chosen)} words of {min_letters}+ letters rare enough ({most:.0f} occurrences at "
-        f"most) to leave {longest}-character stretches free of them; {classes} classes need {classes}: "
+    raise MissingInput(  # the corpus cannot make this task: the section says so
+        f"the corpus has only {len(chosen)} words of {min_letters}+ letters found in every split and rare enough "
+        f"({most:.0f} occurrences at most) to leave {longest}-character stretches free of them; {classes} classes "
+        f"need {classes}: "
         "ask for fewer classes or shorter lengths, or give keywords"
     )
 
@@ -161,7 +167,7 @@ def keyword_starts(text: bytes, keywords: list[bytes]) -> list[np.ndarray]:
     occurrences = [np.array([m.start() for m in re.finditer(re.escape(k), text)]) for k in keywords]
     for k, occ in zip(keywords, occurrences):
         if occ.size == 0:
-            raise UserError(f"keyword {k.decode(errors='replace')!r} does not occur in a split of the corpus")
+            raise MissingInput(f"keyword {k.decode(errors='replace')!r} does not occur in a split of the corpus")
     return occurrences
 
 
@@ -303,7 +309,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     corpus = ctx.corpus(key)
     texts = {split: ctx.text(key, split) for split in ("train", "val", "test")}  # decoded once for every position
     keywords = [k.encode() for k in s["keywords"]] or choose_keywords(
-        texts["train"], int(s["classes"]), max(s["lengths"])
+        texts["train"], int(s["classes"]), max(s["lengths"]), also_in=(texts["val"], texts["test"])
     )
     if max(len(k) for k in keywords) > s["span"]:
         raise UserError(f"the span of {s['span']} characters cannot hold keyword(s) longer than it: {keywords}")

@@ -55,6 +55,8 @@ def compute(ctx: Context) -> pd.DataFrame:
         train_words = set(WORD.findall(ctx.text(corpus_key, "train")))
         for _, row in models[models["corpus_key"] == corpus_key].iterrows():
             prime = s["primes"].get(row["corpus"], "").encode()
+            if not set(prime) <= set(ctx.corpus(row).vocab.tolist()):  # a file of that name without the prime's bytes
+                prime = b""  # starts uniform, as a corpus without a prime does
             text = sample(ctx.model(row), int(s["length"]), float(s["temperature"]), prime, int(s["seed"]))
             words = WORD.findall(text)  # the prime's words are not the model's
             rows.append({

@@ -16,9 +16,10 @@ its full distribution, and the test loss (exact, every position) of the snapshot
 delta loss = baseline loss - snapshot loss, positive where the recurrent net is better (the paper's sign).
 
 Precision. Distributions are stored in float16 (charlm.predictions): each stored log-probability errs by at most
-2^-11 of its size. The `kl_bound` column is an upper bound on what that does to each KL: the module bound of
-charlm.predictions.kl_error_bound in both directions, with |a - b| <= |a| + |b| and e^x - 1 <= x e^x so that it
-decomposes into the same dot products as the KL itself.
+2^-11 of its size, or 2^-25 for the tiny ones of near-certain characters. The `kl_bound` column is an upper bound
+on what that does to each KL: the module bound of charlm.predictions.kl_error_bound in both directions, with
+|a - b| <= |a| + |b|, max(x, y) <= x + y and e^x - 1 <= x e^x so that it decomposes into the same dot products as
+the KL itself.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import pandas as pd
 import seaborn as sns
 
 from charlm.model import ARCH_LABELS
-from charlm.predictions import FLOAT16_UNIT, sample_positions
+from charlm.predictions import FLOAT16_TINY, FLOAT16_UNIT, sample_positions
 from corpora.errors import run_cli
 
 from .common import analysis_main, headline_id, report_order, source_digest, style
@@ -88,12 +89,15 @@ def divergences(snapshots: list[np.ndarray], baselines: list[np.ndarray]) -> tup
         pa_b += pa @ b.T
         qb_a += a @ qb.T
     kl = np.maximum((self_p[:, None] + self_q[None, :] - p_b - q_a) / n_positions, 0.0)  # >= 0 up to rounding
-    # bound: u e^{u max|a|} sum p (|a| + 1)(|a| + |b|), both directions; logs are <= 0, so |a| |b| = a b
-    c_p = np.exp(FLOAT16_UNIT * np.array([-np.min(x.astype(np.float64)) for x in snapshots]))
-    c_q = np.exp(FLOAT16_UNIT * np.array([-np.min(x.astype(np.float64)) for x in baselines]))
-    one_way_p = c_p[:, None] * (p_a2[:, None] + pa_b - self_p[:, None] - p_b)
-    one_way_q = c_q[None, :] * (q_b2[None, :] + qb_a - self_q[None, :] - q_a)
-    return kl, FLOAT16_UNIT * (one_way_p + one_way_q) / n_positions
+    # bound, both directions, with each stored log-probability's error e(a) <= u|a| + t (charlm.predictions):
+    # e^{u max|a| + t} sum p [u (|a| + 1)(|a| + |b|) + t (|a| + |b| + 2)]; logs are <= 0, so |a| |b| = a b
+    u, t = FLOAT16_UNIT, FLOAT16_TINY
+    c_p = np.exp(u * np.array([-np.min(x.astype(np.float64)) for x in snapshots]) + t)
+    c_q = np.exp(u * np.array([-np.min(x.astype(np.float64)) for x in baselines]) + t)
+    far_p, far_q = -self_p[:, None] - p_b, -self_q[None, :] - q_a  # sum p (|a| + |b|), sum q (|a| + |b|)
+    one_way_p = c_p[:, None] * (u * (p_a2[:, None] + pa_b + far_p) + t * (far_p + 2 * n_positions))
+    one_way_q = c_q[None, :] * (u * (q_b2[None, :] + qb_a + far_q) + t * (far_q + 2 * n_positions))
+    return kl, (one_way_p + one_way_q) / n_positions
 
 
 def compute(ctx: Context) -> pd.DataFrame:

@@ -100,7 +100,7 @@ def windows(ids: np.ndarray, count: int, max_lag: int, warmup: int, split: str =
     if max_lag < 1 or count < 1:
         raise UserError(f"max_lag and windows must be positive, got max_lag={max_lag}, windows={count}")
     if max_lag + 2 > n:
-        raise UserError(
+        raise MissingInput(
             f"a lag of {max_lag} needs windows of {max_lag + 2} characters, but the {split} split has only {n}"
         )
     warm = min(warmup, n - max_lag - 2)

@@ -13,10 +13,12 @@ analysis that reads Predictions works for every model. A file holds, for T = n -
 
 Storage and its error bound. Cross-entropy, p(correct), error masks and argmax come from the exact
 columns, so they carry no storage error at all. The full distributions are float16, rounded to
-nearest: each stored log-probability a' of an exact a satisfies |a' - a| <= u |a| with u = 2^-11.
-A KL divergence KL(p || q) = sum_v p_v (a_v - b_v) computed from stored rows then errs by at most
+nearest: each stored log-probability a' of an exact a satisfies |a' - a| <= e(a) = max(u |a|, t) with
+u = 2^-11, and t = 2^-25 below float16's normal range (|a| < 2^-14, a near-certain character: its subnormals
+are spaced 2^-24 apart, so -5e-10 is stored as 0). A KL divergence KL(p || q) = sum_v p_v (a_v - b_v)
+computed from stored rows then errs by at most
 
-    B = sum_v p_v [ (exp(u |a_v|) - 1) |a_v - b_v| + exp(u |a_v|) u (|a_v| + |b_v|) ]    (per row)
+    B = sum_v p_v [ (exp(e(a_v)) - 1) |a_v - b_v| + exp(e(a_v)) (e(a_v) + e(b_v)) ]    (per row)
 
 (`kl_error_bound`; tests check the actual error against it on a trained model's predictions). This
 halves the disk of float32 (57 MB per War and Peace model instead of 114 MB); snapshots store only
@@ -39,6 +41,7 @@ from corpora.errors import UserError
 FORMAT = 2
 LN2 = float(np.log(2.0))
 FLOAT16_UNIT = 2.0**-11  # float16 relative rounding error (half a unit in the last place)
+FLOAT16_TINY = 2.0**-25  # float16 absolute rounding error below its normal range (half the subnormal spacing)
 SAMPLE_POSITIONS = 20_000  # rows of full distributions kept for a training snapshot (and t-SNE)
 
 
@@ -258,5 +261,6 @@ def symmetric_kl(logp: np.ndarray, logq: np.ndarray) -> np.ndarray:
 def kl_error_bound(logp: np.ndarray, logq: np.ndarray, unit: float = FLOAT16_UNIT) -> np.ndarray:
     """(K,) the bound B of the module docstring on |KL computed from float16 rows - exact KL|, per row."""
     a, b = np.asarray(logp, np.float64), np.asarray(logq, np.float64)
-    grow = np.exp(unit * np.abs(a))
-    return (np.exp(a) * ((grow - 1) * np.abs(a - b) + grow * unit * (np.abs(a) + np.abs(b)))).sum(axis=1)
+    err_a, err_b = np.maximum(unit * np.abs(a), FLOAT16_TINY), np.maximum(unit * np.abs(b), FLOAT16_TINY)
+    grow = np.exp(err_a)
+    return (np.exp(a) * ((grow - 1) * np.abs(a - b) + grow * (err_a + err_b))).sum(axis=1)
