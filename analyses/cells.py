@@ -496,6 +496,11 @@ def _records(df: pd.DataFrame, record: str) -> pd.DataFrame:
     return df[df["record"] == record].reset_index(drop=True) if "record" in df else df.iloc[0:0]
 
 
+def _with(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """The rows where `column` has a value (none when no row has it: every feature too rare)."""
+    return rows.dropna(subset=[column]) if column in rows else rows.iloc[0:0]
+
+
 def _last_k(df: pd.DataFrame) -> list[int]:
     """The k of the last-k-characters baselines the table holds, in increasing order."""
     return sorted(int(c[len("selectivity_last") :]) for c in df if c.startswith("selectivity_last"))
@@ -555,7 +560,9 @@ def plot(df: pd.DataFrame):
     """The probe's lead over the last-k-characters baseline and its selectivity against each control (blank where
     the control sat at its ceiling or floor), by model, layer and internal; and Fig 2's cells in the LSTM."""
     style()
-    probes_ = _records(df, "probe").dropna(subset=["selectivity"])
+    probes_ = _with(_records(df, "probe"), "selectivity")
+    if probes_.empty:
+        return None  # every feature too rare (or no probe at all): the caption says why, nothing to draw
     corpora_ = sorted(probes_["corpus"].unique())
     strips = [strip for corpus in corpora_ for strip in _strips(df, corpus)]
     rows = max((probes_[probes_["corpus"] == c].groupby(["model", "layer", "internal"]).ngroups for c in corpora_),
@@ -686,7 +693,7 @@ def caption(df: pd.DataFrame) -> str:
             items.append(text)
         parts.append(f"{corpus}. " + " ".join(items) + rare.get(corpus, "") + _survival(sub))
     parts.append(_beyond_sentence(cells))
-    parts.append(_controls_sentence(probes_.dropna(subset=["selectivity"])))
+    parts.append(_controls_sentence(_with(probes_, "selectivity")))
     parts.append(_ablation_count(cells))
     parts.append(
         "Binary features are scored by balanced accuracy (0.5 = chance) and counts by R^2, on test windows never "
@@ -835,7 +842,7 @@ def summary(df: pd.DataFrame) -> str:
 
 
 def notes(df: pd.DataFrame) -> list[str]:
-    probes_ = _records(df, "probe").dropna(subset=["n_train"])
+    probes_ = _with(_records(df, "probe"), "n_train")
     sizes = ""
     if not probes_.empty:
         sizes = (f" ({int(probes_['n_train'].iloc[0]):,} training and {int(probes_['n_test'].iloc[0]):,} test "

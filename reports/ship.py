@@ -196,7 +196,7 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
     else:
         train(config, corpus=corpus, threads=threads, progress=False)
     session["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    session["wall_seconds"] = round(time.perf_counter() - started, 1)
+    session["wall_seconds"] = round(time.perf_counter() - started, 3)
     atomic.write_json(out / PROVENANCE, record)
     metrics = json.loads((out / "metrics.json").read_text())
     how = (
@@ -326,7 +326,7 @@ def _provenance(sessions: list[dict]) -> dict:
         "uncommitted_changes": any(s["git"]["uncommitted_changes"] for s in sessions),
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
-        "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 1),  # interrupted ones: unknown
+        "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 3),  # interrupted ones: unknown
         "sessions": sessions,
     }
 

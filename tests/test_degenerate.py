@@ -44,7 +44,7 @@ SMALL = {  # settings that keep each analysis to a second or so; the rest are th
                      "sentence_length": 12},
     "vanishing": {"max_lag": 20, "windows": 2, "warmup": 5, "snapshots": 1},
     "cells": {"windows": 8, "window": 60, "warmup": 20, "extra_windows": 2, "train_stride": 1, "cv": 2, "cs": [1.0],
-              "alphas": [1.0], "top_k": 2, "viewer_cells": 2,
+              "alphas": [1.0], "viewer_cells": 2,
               "features": ["line_position", "in_comment", "brace_depth"]},  # the digits have no comment, no brace
     "pooling": {"classes": 2, "span": 10, "lengths": [24], "positions": ["mid"], "train_sizes": [16], "val_size": 8,
                 "test_size": 8, "hidden": 4, "epochs": 1, "patience": 1, "pools": ["last", "max"],
