@@ -271,7 +271,7 @@ def test_run_jobs_keeps_going_past_a_failing_job_and_returns_its_exception():
 
 @pytest.mark.skipif(
     not os.environ.get("CHARLM_SLOW_TESTS"),
-    reason="about 20 min on 2 cores (full War and Peace test split, 20-gram); run it with CHARLM_SLOW_TESTS=1 (not yet in CI)",
+    reason="about 20 min on 2 cores (War and Peace test split, 20-gram); run with CHARLM_SLOW_TESTS=1 (not yet in CI)",
 )
 @needs_kenlm
 def test_smoke_all_renders_on_the_shipped_war_and_peace(tmp_path):
