@@ -599,11 +599,9 @@ def neural_cost(planned, cal: Calibration, threads: int, snapshots: bool, runs: 
     train_chars = split_size(corpus, "train")
     spe = steps_per_epoch(train_chars, c.batch_size, c.unroll)
     chars_per_step = c.batch_size * c.unroll
-    if c.max_chars is not None and math.ceil(c.max_chars / chars_per_step) < c.epochs * spe:
-        total_steps, cost.horizon = math.ceil(c.max_chars / chars_per_step), "character budget"
-    else:
-        epochs, cost.horizon = neural_horizon(c, corpus.key, runs)
-        total_steps = max(1, round(epochs * spe))
+    total_steps, cost.horizon = _planned_steps(
+        c.max_chars, chars_per_step, c.epochs, spe, lambda: neural_horizon(c, corpus.key, runs)
+    )
     cost.epochs = total_steps / spe
     done = _incomplete_chars(planned.directory) if problem == "not built" else 0
     cost.chars = max(0, total_steps * chars_per_step - done)
@@ -624,6 +622,15 @@ def neural_cost(planned, cal: Calibration, threads: int, snapshots: bool, runs: 
     cost.disk = (1 + n_snap + 2) * checkpoint + predictions_bytes(test, V)
     cost.disk += read_snaps * predictions_bytes(test, V, sample_rows)
     return cost
+
+
+def _planned_steps(max_chars, chars_per_step: int, epoch_cap: int, spe: int, horizon) -> tuple[int, str]:
+    """Optimiser steps a run will take and what ends it: its character budget when that comes before the epoch
+    cap, else `horizon()`'s expected epochs (early stopping, convergence) and where they come from."""
+    if max_chars is not None and math.ceil(max_chars / chars_per_step) < epoch_cap * spe:
+        return math.ceil(max_chars / chars_per_step), "character budget"
+    epochs, source = horizon()
+    return max(1, round(epochs * spe)), source
 
 
 def _manifest_files(folder: Path) -> dict:
@@ -649,11 +656,9 @@ def nnn_cost(planned, cal: Calibration, threads: int, runs: list[dict], problem:
     test = split_size(corpus, "test") - 1
     batch = min(config.batch_chars, positions)
     spe = math.ceil(positions / batch)
-    if config.max_chars is not None and math.ceil(config.max_chars / batch) < config.epochs * spe:
-        steps, cost.horizon = math.ceil(config.max_chars / batch), "character budget"
-    else:
-        epochs, cost.horizon = nnn_horizon(config, corpus.key, runs)
-        steps = max(1, round(epochs * spe))
+    steps, cost.horizon = _planned_steps(
+        config.max_chars, batch, config.epochs, spe, lambda: nnn_horizon(config, corpus.key, runs)
+    )
     cost.epochs = steps / spe
     validations = steps // spe + (1 if steps % spe else 0)
     seconds, measured = {"nnn": 0.0}, {}

@@ -97,23 +97,6 @@ def reproduce_command(name: str, profile: str, corpora_override: list[str] | Non
     return shlex.join(args)
 
 
-# ------------------------------------------------------------------------------------ the plan
-
-
-def print_plan(profile: Profile, models: list[Planned]) -> pd.DataFrame:
-    table = pd.DataFrame([m.row() for m in models])
-    for column in ("layers", "width", "seed", "params", "train chars"):
-        table[column] = table[column].astype("Int64")  # blanks for baselines, integers for the rest
-    with pd.option_context("display.max_rows", 500, "display.width", 200):
-        print(table.to_string(index=False, na_rep=""))
-    neural = table[table["kind"] == "neural"]
-    print(
-        f"\nprofile {profile.name}: {len(table)} models ({len(neural)} neural, {int((~table['cached']).sum())} "
-        f"to compute); dropout grid {profile.dropouts}; analyses: {', '.join(profile.analyses)}"
-    )
-    return table
-
-
 # ------------------------------------------------------------------------------------ jobs (run in worker processes)
 
 
@@ -311,7 +294,6 @@ class RunOptions:
     scheduler: str | None = None  # Dask scheduler address; None: local processes
     workers: int | None = None
     build_root: Path = BUILD_ROOT
-    plan_only: bool = False  # print what would be trained and exit
     retrain: bool = False  # train the profile's shipped models again instead of installing them
     profile_arg: str | None = None  # the profile as the user named it (a name or a .toml path): for the commands
     # that reproduce a failed section; None: the profile's name
@@ -403,14 +385,11 @@ def _model_failures(jobs: list, outcomes: list, models: list[Planned], log_dir: 
 
 
 def run(options: RunOptions) -> tuple[Path, Path] | None:
-    """Plan, build what is missing, run every analysis, render; returns the HTML and PDF paths (None with
-    `plan_only`). Raises ReportIncomplete after rendering when a section failed or a model could not be built."""
+    """Plan, build what is missing, run every analysis, render; returns the HTML and PDF paths. Raises
+    ReportIncomplete after rendering when a section failed or a model could not be built."""
     started = time.perf_counter()
     profile = options.profile
     loaded, models = plan(profile, options.corpora_override, common.orders_read(profile.analyses))
-    if options.plan_only:
-        print_plan(profile, models)
-        return None
     out_dir = options.build_root / profile.name
     data_dir = out_dir / "data"
     log_dir = out_dir / "logs"

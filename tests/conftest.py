@@ -87,6 +87,19 @@ def assert_one_line_error(proc, code: int = 2, contains: str | None = None) -> s
     return lines[0]
 
 
+def kenlm_available() -> bool:
+    """Whether `make setup` built KenLM here: its Python module and `lmplz` (tests that build n-grams skip without)."""
+    try:
+        import kenlm  # noqa: F401
+
+        import charlm.ngram as ngram
+
+        ngram.find_tool("lmplz")
+        return True
+    except Exception:
+        return False
+
+
 @pytest.fixture(scope="session")
 def text_bytes() -> bytes:
     return make_text(4000)

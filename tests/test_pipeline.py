@@ -11,7 +11,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import cli_env
+from conftest import cli_env, kenlm_available
 
 from analyses import common
 from charlm.model import budget_params, count_params
@@ -19,18 +19,6 @@ from charlm.paths import checkpoint_predictions_path
 from charlm.plan import available, load_profile
 from reports.pipeline import RunOptions, _jobs, damage, plan, run, section
 from reports.render import ReportContext, render_html
-
-
-def _lmplz_available() -> bool:
-    try:
-        import charlm.ngram as ngram
-
-        ngram.find_tool("lmplz")
-        import kenlm  # noqa: F401
-
-        return True
-    except Exception:
-        return False
 
 
 @pytest.mark.parametrize("name", ["smoke", "smoke-all", "quick", "standard", "paper", "reference"])
@@ -94,18 +82,9 @@ def test_unknown_profile_and_unknown_settings_are_user_errors(tmp_path):
 @pytest.fixture
 def smoke_profile():
     profile = load_profile("smoke")
-    if not _lmplz_available():
+    if not kenlm_available():
         profile = dataclasses.replace(profile, analyses=["cross_entropy", "ablations"], baselines={}, analysis={})
     return profile
-
-
-def test_plan_prints_every_model_and_trains_nothing(tmp_path, monkeypatch, small_text_file, smoke_profile, capsys):
-    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
-    options = RunOptions(smoke_profile, [str(small_text_file)], build_root=tmp_path / "build", plan_only=True)
-    assert run(options) is None
-    out = capsys.readouterr().out
-    assert "budget row" in out and "lstm-srnn-hidden" in out and "to compute" in out
-    assert not (tmp_path / "artifacts").exists() and not (tmp_path / "build").exists()
 
 
 def test_report_end_to_end_then_cached(tmp_path, monkeypatch, small_text_file, smoke_profile, capsys):
@@ -167,7 +146,7 @@ def test_a_damaged_checkpoint_is_retrained_and_said_so(tmp_path, monkeypatch, sm
     ).read_text() == before  # same seed, same numbers
 
 
-@pytest.mark.skipif(not _lmplz_available(), reason="KenLM is built by make setup")
+@pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
 def test_a_fresh_folder_runs_the_smoke_report_on_the_shipped_corpus(tmp_path):
     """A new user's first command on a fresh clone: no CORPORA_DIR, no network, nothing cached. The shipped War and
     Peace is unpacked, the smoke profile trains, scores and renders."""

@@ -22,7 +22,7 @@ from functools import partial
 
 import pandas as pd
 import pytest
-from conftest import cli_env, make_text
+from conftest import cli_env, kenlm_available, make_text
 
 import analyses.saturation
 import charlm.train
@@ -62,19 +62,7 @@ def gutenberg_text(n_bytes: int = 12_000) -> bytes:
     return (GUTENBERG_HEADER + body + "\n").encode()
 
 
-def _lmplz_available() -> bool:
-    try:
-        import kenlm  # noqa: F401
-
-        import charlm.ngram as ngram
-
-        ngram.find_tool("lmplz")
-        return True
-    except Exception:
-        return False
-
-
-needs_kenlm = pytest.mark.skipif(not _lmplz_available(), reason="KenLM is built by make setup")
+needs_kenlm = pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
 
 
 def _failing_plot(df):
@@ -105,7 +93,7 @@ def _sections(html: str) -> dict[str, str]:
 def failing_run(tmp_path_factory):
     """`python -m reports --profile smoke-all --corpus <the book>`, in process (the pool's workers fork from this
     process, so the injected failures reach them), with one analysis and one training job failing."""
-    if not _lmplz_available():
+    if not kenlm_available():
         pytest.skip("KenLM is built by make setup")
     tmp = tmp_path_factory.mktemp("failing_run")
     book = tmp / "my war and peace.txt"  # a space: the reproduce command must quote it
