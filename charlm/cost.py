@@ -58,7 +58,7 @@ from corpora import atomic
 
 from .paths import artifacts_root, checkpoint_predictions_path, complete_metrics
 from .predictions import SAMPLE_POSITIONS
-from .shipped import MANIFEST, SHIPPED_ROOT, shipped_folder
+from .shipped import SHIPPED_ROOT, read_manifest, shipped_folder
 
 FORMAT = 1  # bump when what an entry measures changes: older files are then ignored
 MEASURE_S = 0.5  # seconds each throughput measurement runs (at least MIN_STEPS steps, after one warm-up step)
@@ -634,8 +634,9 @@ def _planned_steps(max_chars, chars_per_step: int, epoch_cap: int, spe: int, hor
 
 
 def _manifest_files(folder: Path) -> dict:
+    """The files a shipped model's manifest lists ({} when it is unreadable: damage() reports that)."""
     try:
-        return json.loads((Path(folder) / MANIFEST).read_text()).get("files", {})
+        return read_manifest(folder).get("files", {})
     except (OSError, ValueError):
         return {}
 
@@ -654,8 +655,9 @@ def nnn_cost(planned, cal: Calibration, threads: int, runs: list[dict], problem:
     positions = split_size(corpus, "train") - 1
     val = min(config.eval_chars or 10**18, split_size(corpus, "val")) - 1
     test = split_size(corpus, "test") - 1
-    batch = min(config.batch_chars, positions)
-    spe = math.ceil(positions / batch)
+    rows = distinct_contexts(corpus, n) if config.targets == "distinct" else positions  # the rows a pass draws
+    batch = min(config.batch_chars, rows)
+    spe = math.ceil((config.epoch_chars or rows) / batch)
     steps, cost.horizon = _planned_steps(
         config.max_chars, batch, config.epochs, spe, lambda: nnn_horizon(config, corpus.key, runs)
     )
@@ -675,6 +677,19 @@ def nnn_cost(planned, cal: Calibration, threads: int, runs: list[dict], problem:
     cost.seconds = seconds
     cost.disk += predictions_bytes(test, V)
     return cost
+
+
+def distinct_contexts(corpus, n: int) -> int:
+    """How many distinct n-character contexts the train split holds (the rows of a "distinct" n-NN's pass)."""
+    from .nnn import context_ids, context_rows
+
+    key = (corpus.key, n)
+    if key not in _DISTINCT:
+        _DISTINCT[key] = int(context_ids(context_rows(corpus.split("train"), n, corpus.vocab_size)).max()) + 1
+    return _DISTINCT[key]
+
+
+_DISTINCT: dict[tuple[str, int], int] = {}
 
 
 def nnn_horizon(config, corpus_key: str, runs: list[dict]) -> tuple[float, str]:
@@ -725,14 +740,12 @@ def ngram_costs(planned_ngrams: list, cal: Calibration, problems: dict) -> list[
 
 
 def job_order(models: list, costs: dict[str, ModelCost]) -> list[str]:
-    """Model ids of the jobs the pipeline submits, in its order (reports.pipeline._jobs): the largest n-gram of each
-    corpus, the networks, the other n-grams (highest orders first), then the n-NNs. Cached ones send no job."""
+    """Model ids of the jobs the pipeline submits, in its order (charlm.plan.submission_order). Cached ones send
+    no job."""
+    from .plan import submission_order
+
     todo = [m for m in models if costs[m.model_id].total_s > 0]
-    ngrams = sorted((m for m in todo if m.kind == "ngram"), key=lambda m: -m.n)
-    n_corpora = len({m.corpus_arg for m in models})
-    neural = [m for m in todo if m.kind == "neural"]
-    nnns = [m for m in todo if m.kind == "nnn"]
-    return [m.model_id for m in ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns]
+    return [m.model_id for m in submission_order(todo, len({m.corpus_arg for m in models}))]
 
 
 def makespan(seconds: Iterable[float], workers: int) -> float:

@@ -337,3 +337,13 @@ def damage(planned: Planned) -> str | None:
     if metrics.get("checkpoint_sha256") != file_sha256(checkpoint):
         return f"{checkpoint} is damaged (its sha256 is not the one recorded when it was written)"
     return None
+
+
+def submission_order(todo: list[Planned], n_corpora: int) -> list[Planned]:
+    """The order the pipeline submits its jobs in (reports.pipeline._jobs; charlm.cost's wall-time estimate
+    schedules the same list): the largest n-gram of each corpus starts with the networks, then the networks, the
+    other n-grams (highest orders first) and the n-NNs."""
+    ngrams = sorted((m for m in todo if m.kind == "ngram"), key=lambda m: -m.n)
+    neural = [m for m in todo if m.kind == "neural"]
+    nnns = [m for m in todo if m.kind == "nnn"]
+    return ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns

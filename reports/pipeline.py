@@ -39,7 +39,7 @@ from analyses import common
 from analyses.context import Context, MissingInput, model_index
 from charlm import cost
 from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
-from charlm.plan import Planned, Profile, damage, plan
+from charlm.plan import Planned, Profile, damage, plan, submission_order
 from charlm.shipped import install_shipped, installed
 from charlm.sweep import executor, run_jobs
 from corpora import atomic
@@ -337,25 +337,26 @@ def _jobs(profile: Profile, models: list[Planned], problems: dict[str, str | Non
     longest first. A complete network whose predictions are missing is sent too: the analyses would compute them
     on read, one at a time, where the pool computes them in parallel."""
     snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
-    neural, ngrams, nnns = [], [], []
+    todo = []
     for m in models:
         problem = problems[m.model_id]
         if problem is None:
             if m.kind == "neural" and predictions_missing(m, snapshots):
-                neural.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
+                todo.append(m)
             continue  # complete (n-gram and n-NN predictions are checked, and made if missing, when read)
         if problem != "not built":
             say(f"{m.model_id}: {problem}: recomputing it")
             shutil.rmtree(m.directory, ignore_errors=True)
+        todo.append(m)
+    jobs = []
+    for m in submission_order(todo, len({m.corpus_arg for m in models})):
         if m.kind == "neural":
-            neural.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
+            jobs.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
         elif m.kind == "ngram":
-            ngrams.append((m.n, partial(ngram_job, m.corpus_arg, m.n, env, threads, profile.splits)))
+            jobs.append(partial(ngram_job, m.corpus_arg, m.n, env, threads, profile.splits))
         else:
-            nnns.append(partial(nnn_job, m.corpus_arg, m.n, m.options, env, threads, profile.splits))
-    ngrams = [job for _, job in sorted(ngrams, key=lambda pair: -pair[0])]  # highest orders first, every corpus
-    n_corpora = len({m.corpus_arg for m in models})
-    return ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns  # the biggest n-grams start with the networks
+            jobs.append(partial(nnn_job, m.corpus_arg, m.n, m.options, env, threads, profile.splits))
+    return jobs
 
 
 _JOB_KINDS = {"train_job": "neural", "ngram_job": "ngram", "nnn_job": "nnn"}

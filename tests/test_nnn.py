@@ -232,7 +232,7 @@ def test_context_targets_are_the_same_likelihood_as_positions():
     # The table itself, against a brute-force count of what follows each two-character context.
     train = corpus.split("train")
     idx = np.arange(train.size - 1)
-    targets = soft._soft_targets(idx[:200]).numpy()
+    targets = soft._soft_targets(soft.soft[0][idx[:200]]).numpy()
     np.testing.assert_allclose(targets.sum(1), 1.0, rtol=1e-6)
     for t in (0, 1, 57, 199):
         context = tuple(train[max(0, t - 1) : t + 1]) if t >= 1 else (train[0],)
@@ -243,6 +243,29 @@ def test_context_targets_are_the_same_likelihood_as_positions():
         np.testing.assert_allclose(targets[t], expected, rtol=1e-6, atol=1e-7)
     with pytest.raises(UserError, match="targets"):
         nnn.NNNConfig(corpus="m", n=2, targets="words").validate()
+
+
+def test_distinct_contexts_weighted_by_count_are_the_same_likelihood_as_positions():
+    """`targets="distinct"` trains on one row per distinct context, weighted by its count: a batch of every row has
+    the loss and gradient of a batch of every position, and a pass draws each distinct context exactly once."""
+    corpus, _ = markov1_corpus(3000)
+    config = nnn.NNNConfig(corpus="m", n=2, hidden_grid=(8,), targets="distinct", batch_chars=10**9)
+    distinct = nnn.NNNTask(config, 8, corpus, "m")
+    hard = nnn.NNNTask(dataclasses.replace(config, targets="positions"), 8, corpus, "m")
+    hard.model.load_state_dict(distinct.model.state_dict())
+    train = corpus.split("train")
+    pairs = {(train[t - 1] if t else -1, train[t]) for t in range(train.size - 1)}  # (previous, current) contexts
+    assert distinct.positions == len(pairs) < hard.positions
+    assert int(distinct.weights.sum()) == hard.positions
+    losses = [task.loss(0, 0) for task in (distinct, hard)]
+    assert losses[0].item() == pytest.approx(losses[1].item(), rel=1e-6)
+    grads = [torch.autograd.grad(loss, list(task.model.parameters())) for loss, task in zip(losses, (distinct, hard))]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+    small = nnn.NNNTask(dataclasses.replace(config, batch_chars=7), 8, corpus, "m")
+    one_pass = torch.cat([small.batch_positions(0, b) for b in range(small.steps_per_pass)])
+    assert torch.equal(one_pass.sort().values, torch.arange(len(pairs)))
+    assert len({tuple(row) for row in small.x_train.tolist()}) == len(pairs)  # the rows are the distinct contexts
 
 
 def test_short_epochs_cut_the_same_passes_and_anneal_the_lr_within_them():
