@@ -130,9 +130,10 @@ def caption(df: pd.DataFrame) -> str:
         best = sub.loc[sub["ce_nats"].idxmin()]
         by_type = sub.groupby("arch")["ce_nats"].min().sort_values()
         ranking = " < ".join(f"{a.upper()} {v:.3f}" for a, v in by_type.items())
+        row = f"budget row {int(best['budget'])}" if pd.notna(best["budget"]) else "sized to no budget row"
         parts.append(
             f"On {corpus} the best model is the {int(best['layers'])}-layer {best['arch'].upper()} of width "
-            f"{int(best['size'])} ({int(best['params']):,} parameters, budget row {best['budget']}) at "
+            f"{int(best['size'])} ({int(best['params']):,} parameters, {row}) at "
             f"{best['ce_nats']:.3f} +- {best['ce_std']:.3f} nats/char ({best['ce_bits']:.3f} bits); best per type: "
             f"{ranking}."
         )

@@ -38,6 +38,10 @@ def test_cross_entropy_is_the_mean_nll_of_the_true_characters(tmp_path, artifact
     assert by_arch.loc["gru", "ce_nats"] == pytest.approx(half.mean(), abs=1e-6)
     # half the positions at 0.5, half at 1.5: the standard error of the mean is 0.5 / sqrt(T)
     assert by_arch.loc["gru", "ce_std"] == pytest.approx(0.5 / np.sqrt(T), rel=0.25)
+    # models trained at a width of their own sit in no budget row: the caption says so instead of printing nan
+    assert by_arch["budget"].isna().all()
+    text = cross_entropy.caption(df)
+    assert "the 1-layer LSTM of width 8" in text and "sized to no budget row" in text and "nan" not in text
 
 
 def test_standing_beats_the_ngrams_up_to_the_first_order_the_model_loses_to(tmp_path, artifacts):
