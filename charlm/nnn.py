@@ -66,7 +66,7 @@ _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent mode
 DEFAULT_GRID = (64, 256, 512)
 TARGETS = ("positions", "contexts", "distinct")
 EVAL_CHUNK = 50_000
-_LATER_SETTINGS = {"epoch_chars": None}  # settings added after format 1, with their defaults (see identity)
+_LATER_SETTINGS = {"epoch_chars": None, "converge_delta": 0.0, "converge_window": 3}  # settings added after format 1, with their defaults (see identity)
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,9 @@ class NNNConfig:
     # lr within the few passes an n-NN needs; the passes still draw every position once each (see NNNTask). With
     # targets "distinct" it counts distinct-context rows drawn, and so does max_chars
 
+    converge_delta: float = 0.0  # converged: stop once validation gains < this (nats/epoch) over converge_window
+    converge_window: int = 3  # epochs the convergence test averages over (charlm.train.converged)
+
     # With `snapshots=True` (shipped n-NNs, reports.ship) fit keeps the weights after the first step: the provenance
     # test retrains a shipped n-NN to it (tests/test_shipped.py). Class constants, not settings: no id changes.
     snapshots: ClassVar[int] = 1
@@ -108,7 +111,9 @@ class NNNConfig:
         for h in self.hidden_grid:
             if not isinstance(h, int) or isinstance(h, bool) or h < 1:
                 raise UserError(f"hidden sizes must be positive integers, got {h!r}")
-        require_positive(self, "epochs", "batch_chars", "patience", "lr")
+        require_positive(self, "epochs", "batch_chars", "patience", "lr", "converge_window")
+        if self.converge_delta < 0:
+            raise UserError(f"converge_delta must be 0 (off) or positive, got {self.converge_delta}")
         if self.epoch_chars is not None:
             require_positive(self, "epoch_chars")
         if self.targets not in TARGETS:
@@ -512,6 +517,10 @@ def main(argv=None) -> int:
         help="epochs at the full lr before the decay starts (default %(default)s)",
     )  # fmt: skip
     parser.add_argument(
+        "--converge-delta", type=float, default=0.0,
+        help="stop once validation gains less than this (nats/epoch) over 3 epochs (default %(default)s: off)",
+    )  # fmt: skip
+    parser.add_argument(
         "--targets", default="positions", choices=TARGETS,
         help="what a sampled position is trained towards: its next character (positions, as sec 3.3) or its "
         "context's next-character distribution in the train split (contexts: same likelihood, less noise), or "
@@ -531,6 +540,7 @@ def main(argv=None) -> int:
         NNNConfig(
             args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars, lr=args.lr,
             lr_decay=args.lr_decay, decay_after=args.decay_after, targets=args.targets, epoch_chars=args.epoch_chars,
+            converge_delta=args.converge_delta,
         ).validate()  # fmt: skip
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -541,7 +551,7 @@ def main(argv=None) -> int:
                 corpus, n, args.split, progress=not args.quiet, repair=False, hidden_grid=grid,
                 max_chars=args.max_chars, epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars, lr=args.lr,
                 lr_decay=args.lr_decay, decay_after=args.decay_after, targets=args.targets,
-                epoch_chars=args.epoch_chars,
+                epoch_chars=args.epoch_chars, converge_delta=args.converge_delta,
             )  # fmt: skip
         except TrainingDiverged as err:
             print(f"error: {err}", file=sys.stderr)

@@ -62,7 +62,8 @@ _GRID = {"types", "layers", "budgets", "corpora"}
 _NNN_OPTIONS = {  # a profile's [baselines] key -> the charlm.nnn.NNNConfig field it sets
     "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
     "nnn_targets": "targets", "nnn_epochs": "epochs", "nnn_epoch_chars": "epoch_chars", "nnn_lr_decay": "lr_decay",
-    "nnn_decay_after": "decay_after", "nnn_patience": "patience",
+    "nnn_decay_after": "decay_after", "nnn_patience": "patience", "nnn_converge_delta": "converge_delta",
+    "nnn_converge_window": "converge_window",
 }  # fmt: skip
 _SECTIONS = {
     "ablations": {"archs", "layers", "budget", "lstm_seeds"},

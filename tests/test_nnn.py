@@ -268,6 +268,23 @@ def test_distinct_contexts_weighted_by_count_are_the_same_likelihood_as_position
     assert len({tuple(row) for row in small.x_train.tolist()}) == len(pairs)  # the rows are the distinct contexts
 
 
+def test_converge_delta_stops_an_nnn_once_validation_stops_gaining(tmp_path):
+    """With `converge_delta` an n-NN stops as the recurrent models do, once its best validation loss gains less than
+    that per epoch over `converge_window` epochs; off (0, the default), it runs to its cap."""
+    corpus, _ = markov1_corpus(3000)
+    kwargs = dict(hidden_grid=(8,), progress=False, epochs=30, batch_chars=10**9, lr=5e-2, targets="distinct")
+    runs = {}
+    for delta in (0.0, 0.01):
+        folder = nnn.train_nnn(corpus, 1, converge_delta=delta, **kwargs)
+        runs[delta] = json.loads((folder / "H8" / "metrics.json").read_text())
+    assert len(runs[0.0]["epochs"]) == 30
+    assert runs[0.01]["stopped"] == "converged" and 3 < len(runs[0.01]["epochs"]) < 30
+    vals = [e["val_loss"] for e in runs[0.01]["epochs"]]
+    assert (min(vals[:-3]) - min(vals)) / 3 < 0.01  # the rule it stopped by: the last 3 epochs gained < 0.01 each
+    with pytest.raises(UserError, match="converge_delta"):
+        nnn.NNNConfig(corpus="m", n=1, converge_delta=-1.0).validate()
+
+
 def test_short_epochs_cut_the_same_passes_and_anneal_the_lr_within_them():
     """`epoch_chars` makes an epoch (validation, early stopping, the recipe's lr decay) shorter than a pass, while
     the passes still draw every position once each, in the same order as one-pass epochs."""
