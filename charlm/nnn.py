@@ -66,7 +66,8 @@ _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent mode
 DEFAULT_GRID = (64, 256, 512)
 TARGETS = ("positions", "contexts", "distinct")
 EVAL_CHUNK = 50_000
-_LATER_SETTINGS = {"epoch_chars": None, "converge_delta": 0.0, "converge_window": 3}  # settings added after format 1, with their defaults (see identity)
+# settings added after format 1, with their defaults (see identity)
+_LATER_SETTINGS = {"epoch_chars": None, "converge_delta": 0.0, "converge_window": 3}
 
 
 @dataclass(frozen=True)
