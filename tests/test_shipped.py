@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 import platform
 import re
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +27,8 @@ from charlm.plan import load_profile, planned_model_ids
 from charlm.train import TrainConfig, train
 from reports import ship
 from reports.pipeline import RunOptions, run
+
+REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = sorted(shipped.SHIPPED_ROOT.glob("*/*/*/manifest.json"))
 SHIPPED_BUDGET_BYTES = 60_000_000  # issue 19: the reference models with their snapshots, at most 60 MB
@@ -119,6 +124,26 @@ def test_a_shipped_nnn_retrained_to_its_first_step_gives_its_weights_bit_for_bit
     assert_same_weights(json.loads(manifest_path.read_text()), *retrain_nnn_first_step(manifest_path.parent, tmp_path))
 
 
+def _training_sources() -> set[str]:
+    """The repository files a `reports.ship train` process runs (every module it has imported once it has built
+    a recurrent model, an n-NN and their training loop), relative to the repository root."""
+    code = (
+        "import sys, reports.ship, charlm.train, charlm.nnn, charlm.model, charlm.plan, corpora\n"
+        "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    files = {str(Path(f).resolve().relative_to(REPO)) for f in out.split() if Path(f).resolve().is_relative_to(REPO)}
+    return {f for f in files if not f.startswith(".venv")}
+
+
+TRAINING_SOURCES = _training_sources()
+
+
+def test_training_sources_are_the_code_that_trains():
+    assert {"charlm/train.py", "charlm/model.py", "charlm/nnn.py", "reports/ship.py"} <= TRAINING_SOURCES
+    assert "README.md" not in TRAINING_SOURCES and not any(f.startswith("tests/") for f in TRAINING_SOURCES)
+
+
 def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget():
     assert SHIPPED, "no shipped models found under models/ (the reference profile ships its converged models)"
     total = 0
@@ -130,7 +155,10 @@ def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget
         total += sum(entry["bytes"] for entry in manifest["files"].values())
         by_profile.setdefault(manifest["profile"], set()).add(manifest["model_id"])
         assert manifest["command"].startswith("python -m reports.ship train")
-        assert re.fullmatch(r"[0-9a-f]{40}", manifest["git_revisions"][0]) and not manifest["uncommitted_changes"]
+        assert re.fullmatch(r"[0-9a-f]{40}", manifest["git_revisions"][0])
+        if manifest["uncommitted_changes"]:  # trained from a dirty tree: only files that training does not run
+            assert manifest.get("uncommitted_files"), f"{folder}: trained with unrecorded uncommitted changes"
+            assert not set(manifest["uncommitted_files"]) & TRAINING_SOURCES, folder
         assert manifest["wall_seconds"] > 0 and manifest["machine"]["cpu"]
         metrics = json.loads((folder / "metrics.json").read_text())
         assert metrics["complete"] and metrics["checkpoint_sha256"] == manifest["files"]["checkpoint.pt"]["sha256"]
@@ -143,7 +171,7 @@ def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
     snaps = [{"step": s} for s in (1, 2, 5, 10, 22, 47)]
     config = TrainConfig("c", "lstm", 1, 8, seed=0)
     assert ship.shipped_snapshots(config, snaps, headline=True) == snaps
-    assert [s["step"] for s in ship.shipped_snapshots(config, snaps, headline=False)] == [1, 2, 10, 47]
+    assert [s["step"] for s in ship.shipped_snapshots(config, snaps, headline=False)] == [1, 2, 47]
     other_seed = TrainConfig("c", "lstm", 1, 8, seed=1)
     assert [s["step"] for s in ship.shipped_snapshots(other_seed, snaps, headline=False)] == [1]
     assert ship.shipped_snapshots(config, [], headline=True) == []
