@@ -641,8 +641,12 @@ def _manifest_files(folder: Path) -> dict:
         return {}
 
 
-def nnn_cost(planned, cal: Calibration, threads: int, runs: list[dict], problem: str | None) -> ModelCost:
-    """Seconds and disk of one n-NN: every hidden size of its grid trained, the best one scores the test split."""
+def nnn_cost(
+    planned, cal: Calibration, threads: int, runs: list[dict], problem: str | None, retrain: bool = False,
+    profile_name: str = "",
+) -> ModelCost:  # fmt: skip
+    """Seconds and disk of one n-NN: every hidden size of its grid trained, the best one scores the test split; a
+    shipped one (models/<profile>/) is installed and only scores it."""
     from . import nnn
 
     corpus, n = planned.corpus, planned.n
@@ -657,6 +661,16 @@ def nnn_cost(planned, cal: Calibration, threads: int, runs: list[dict], problem:
     test = split_size(corpus, "test") - 1
     rows = distinct_contexts(corpus, n) if config.targets == "distinct" else positions  # the rows a pass draws
     batch = min(config.batch_chars, rows)
+    if planned.shipped and not retrain:
+        folder = shipped_folder(profile_name, corpus.artifact_name, planned.model_id)
+        files = _manifest_files(folder)
+        hidden = max(config.hidden_grid)  # the size it chose is in its manifest; the largest bounds the scoring
+        m = cal.get(nnn_key(n, hidden, V, batch, config.targets, threads),
+                    lambda: measure_nnn(n, hidden, V, batch, config.targets, threads))  # fmt: skip
+        cost.status, cost.epochs, cost.horizon = "shipped, to score", None, "recorded"
+        cost.seconds = {"nnn": test / m["predict_pps"]}
+        cost.disk = predictions_bytes(test, V) + sum(f.get("bytes", 0) for f in files.values())
+        return cost
     spe = math.ceil((config.epoch_chars or rows) / batch)
     steps, cost.horizon = _planned_steps(
         config.max_chars, batch, config.epochs, spe, lambda: nnn_horizon(config, corpus.key, runs)
@@ -973,7 +987,7 @@ def estimate(
                 costs[m.model_id] = neural_cost(m, cal, threads, snapshots, runs, problems[m.model_id], retrain,
                                                 profile.name, device)  # fmt: skip
             elif m.kind == "nnn":
-                costs[m.model_id] = nnn_cost(m, cal, threads, runs, problems[m.model_id])
+                costs[m.model_id] = nnn_cost(m, cal, threads, runs, problems[m.model_id], retrain, profile.name)
         except NotCalibrated:
             costs[m.model_id] = ModelCost(m.model_id, m.kind, m.corpus.name, UNCALIBRATED)
     by_corpus: dict[str, list] = {}
