@@ -659,18 +659,17 @@ def nnn_cost(
     positions = split_size(corpus, "train") - 1
     val = min(config.eval_chars or 10**18, split_size(corpus, "val")) - 1
     test = split_size(corpus, "test") - 1
-    rows = distinct_contexts(corpus, n) if config.targets == "distinct" else positions  # the rows a pass draws
-    batch = min(config.batch_chars, rows)
-    if planned.shipped and not retrain:
-        folder = shipped_folder(profile_name, corpus.artifact_name, planned.model_id)
-        files = _manifest_files(folder)
-        hidden = max(config.hidden_grid)  # the size it chose is in its manifest; the largest bounds the scoring
+    if planned.shipped and not retrain:  # installed, then only its test split scored
+        files = _manifest_files(shipped_folder(profile_name, corpus.artifact_name, planned.model_id))
+        hidden, batch = max(config.hidden_grid), config.batch_chars  # the largest size bounds the scoring
         m = cal.get(nnn_key(n, hidden, V, batch, config.targets, threads),
                     lambda: measure_nnn(n, hidden, V, batch, config.targets, threads))  # fmt: skip
-        cost.status, cost.epochs, cost.horizon = "shipped, to score", None, "recorded"
+        cost.status, cost.horizon = "shipped, to score", "recorded"
         cost.seconds = {"nnn": test / m["predict_pps"]}
         cost.disk = predictions_bytes(test, V) + sum(f.get("bytes", 0) for f in files.values())
         return cost
+    rows = distinct_contexts(corpus, n) if config.targets == "distinct" else positions  # the rows a pass draws
+    batch = min(config.batch_chars, rows)
     spe = math.ceil((config.epoch_chars or rows) / batch)
     steps, cost.horizon = _planned_steps(
         config.max_chars, batch, config.epochs, spe, lambda: nnn_horizon(config, corpus.key, runs)

@@ -8,6 +8,7 @@ for bit. A change to the training code that breaks it fails here, and the shippe
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import re
@@ -124,7 +125,8 @@ def test_a_shipped_nnn_retrained_to_its_first_step_gives_its_weights_bit_for_bit
     assert_same_weights(json.loads(manifest_path.read_text()), *retrain_nnn_first_step(manifest_path.parent, tmp_path))
 
 
-def _training_sources() -> set[str]:
+@functools.cache
+def training_sources() -> frozenset[str]:
     """The repository files a `reports.ship train` process runs (every module it has imported once it has built
     a recurrent model, an n-NN and their training loop), relative to the repository root."""
     code = (
@@ -133,15 +135,12 @@ def _training_sources() -> set[str]:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     files = {str(Path(f).resolve().relative_to(REPO)) for f in out.split() if Path(f).resolve().is_relative_to(REPO)}
-    return {f for f in files if not f.startswith(".venv")}
-
-
-TRAINING_SOURCES = _training_sources()
+    return frozenset(f for f in files if not f.startswith(".venv"))
 
 
 def test_training_sources_are_the_code_that_trains():
-    assert {"charlm/train.py", "charlm/model.py", "charlm/nnn.py", "reports/ship.py"} <= TRAINING_SOURCES
-    assert "README.md" not in TRAINING_SOURCES and not any(f.startswith("tests/") for f in TRAINING_SOURCES)
+    assert {"charlm/train.py", "charlm/model.py", "charlm/nnn.py", "reports/ship.py"} <= training_sources()
+    assert "README.md" not in training_sources() and not any(f.startswith("tests/") for f in training_sources())
 
 
 def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget():
@@ -158,7 +157,7 @@ def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget
         assert re.fullmatch(r"[0-9a-f]{40}", manifest["git_revisions"][0])
         if manifest["uncommitted_changes"]:  # trained from a dirty tree: only files that training does not run
             assert manifest.get("uncommitted_files"), f"{folder}: trained with unrecorded uncommitted changes"
-            assert not set(manifest["uncommitted_files"]) & TRAINING_SOURCES, folder
+            assert not set(manifest["uncommitted_files"]) & training_sources(), folder
         assert manifest["wall_seconds"] > 0 and manifest["machine"]["cpu"]
         metrics = json.loads((folder / "metrics.json").read_text())
         assert metrics["complete"] and metrics["checkpoint_sha256"] == manifest["files"]["checkpoint.pt"]["sha256"]
