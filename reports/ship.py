@@ -187,7 +187,7 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
     }  # fmt: skip
     record["sessions"].append(session)
     atomic.write_json(out / PROVENANCE, record)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if is_nnn(config):
         import torch
 
@@ -199,6 +199,8 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
         train(config, corpus=corpus, threads=threads, progress=False)
     session["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     session["wall_seconds"] = round(time.perf_counter() - started, 3)
+    # CPU seconds of this process: what the model cost a core, where wall seconds grow when workers share the cores
+    session["cpu_seconds"] = round(time.process_time() - cpu_started, 3)
     atomic.write_json(out / PROVENANCE, record)
     metrics = json.loads((out / "metrics.json").read_text())
     how = (
@@ -341,6 +343,12 @@ def _provenance(sessions: list[dict]) -> dict:
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
         "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 3),  # interrupted ones: unknown
+        # None when a session predates the record (models trained before CPU seconds were recorded)
+        "cpu_seconds": (
+            round(sum(s["cpu_seconds"] for s in sessions if s.get("finished")), 3)
+            if all("cpu_seconds" in s for s in sessions if s.get("finished"))
+            else None
+        ),
         "sessions": sessions,
     }
 

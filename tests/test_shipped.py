@@ -213,6 +213,7 @@ def test_pack_writes_a_manifest_with_provenance_and_every_files_sha256(tiny_ship
     assert set(lstm["files"]) == {"checkpoint.pt", "metrics.json", "snapshots/step0000001.pt",
                                   "snapshots/step0000006.pt", "snapshots/step0000038.pt"}  # fmt: skip
     assert lstm["machine"]["torch_threads"] == 1 and lstm["epochs"] >= 1 and lstm["wall_seconds"] > 0
+    assert 0 < lstm["cpu_seconds"] <= 1.5 * lstm["wall_seconds"] * lstm["machine"]["torch_threads"]  # one thread
     for manifest_path in manifests:
         assert shipped.damaged_files(manifest_path.parent) is None
 
@@ -322,6 +323,7 @@ def test_nnns_ship_with_provenance_retrain_bit_for_bit_and_the_report_installs_t
         assert manifest["command"] == f"python -m reports.ship train --profile {tmp_path / 'tinynnn.toml'} --only nnn"
         assert set(manifest["files"]) == {"checkpoint.pt", "metrics.json", "snapshots/step0000001.pt"}
         assert manifest["machine"]["torch_threads"] == 1 and manifest["wall_seconds"] > 0
+        assert manifest["cpu_seconds"] > 0
         metrics = json.loads((folder / "metrics.json").read_text())
         assert [g["hidden"] for g in metrics["grid"]] == [4, 8] and manifest["hidden"] == metrics["best_hidden"]
         assert metrics["checkpoint_sha256"] == manifest["files"]["checkpoint.pt"]["sha256"]
