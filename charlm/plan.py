@@ -7,6 +7,8 @@ corpora = ["warpeace", "linux"]     # registered names or file paths
 analyses = ["cross_entropy", ...]   # analyses/<name>.py, in report order
 splits = "contiguous"               # or "charrnn", the papers' splits
 wants_gpu = false
+ships_models = false                # true: the repository ships the models (models/<name>/); a run trains none of
+                                    # them, and leaves out (names) those not shipped yet unless --retrain
 
 [train]                 # charlm.train.TrainConfig settings shared by every neural model
 max_chars = 4_000_000
@@ -70,7 +72,10 @@ _SECTIONS = {
     "baselines": {"ngram_n", "nnn_n", *_NNN_OPTIONS},
     "run": {"workers"},
 }
-_TOP = {"description", "corpora", "analyses", "wants_gpu", "splits", "train", "analysis", "grid", *_SECTIONS}
+_TOP = {
+    "description", "corpora", "analyses", "wants_gpu", "splits", "ships_models", "train", "analysis", "grid",
+    *_SECTIONS,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,8 @@ class Profile:
     run: dict = field(default_factory=dict)  # workers
     splits: str = "contiguous"  # split mode: contiguous in file order, or "charrnn" (the papers' char-rnn splits)
     analysis: dict = field(default_factory=dict)  # per-analysis settings: {name: {key: value}}
+    ships_models: bool = False  # the repository ships its trained models (models/<name>/, reports.ship): a run
+    # installs them, and a model not shipped yet is left out of it (named) rather than trained for hours
 
     @property
     def hash(self) -> str:
@@ -161,6 +168,7 @@ def load_profile(name_or_path: str) -> Profile:
             run=dict(raw.get("run", {})),
             splits=str(raw.get("splits", "contiguous")),
             analysis={k: dict(v) for k, v in raw.get("analysis", {}).items()},
+            ships_models=bool(raw.get("ships_models", False)),
         )
     except KeyError as err:
         raise UserError(f"profile {path} lacks the setting {err}") from None
@@ -283,12 +291,36 @@ def nnn_options(profile: Profile) -> dict:
 
 
 def plan(
-    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ()), retrain: bool = False
 ) -> tuple[dict, list[Planned]]:
     """The corpora (loaded) and every model the profile needs, longest jobs first within each kind.
 
     `extra_orders`: the KenLM and n-NN orders its analyses read besides the profile's own (the caller knows them:
-    analyses.common.orders_read)."""
+    analyses.common.orders_read). For a profile that ships its models, the ones not shipped yet are left out
+    (`unshipped` names them) unless `retrain`."""
+    loaded, models = plan_all(profile, corpora_override, extra_orders)
+    if retrain:
+        return loaded, models
+    left_out = set(map(id, unshipped(profile, models)))
+    return loaded, [m for m in models if id(m) not in left_out]
+
+
+def unshipped(profile: Profile, models: list[Planned]) -> list[Planned]:
+    """The models of a profile that ships its models (`ships_models`) that the repository does not ship yet and that
+    are not already built in the artifacts: a run leaves them out rather than train them (hours on a CPU); `python -m
+    reports.ship train --profile NAME` trains them with their provenance, `--retrain` in the run itself."""
+    if not profile.ships_models:
+        return []
+    return [
+        m for m in models
+        if m.kind in ("neural", "nnn") and not m.shipped and complete_metrics(m.directory / "metrics.json") is None
+    ]  # fmt: skip
+
+
+def plan_all(
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
+) -> tuple[dict, list[Planned]]:
+    """`plan` with every model of the profile, shipped or not."""
     from charlm import ngram, nnn
 
     corpus_args = corpora_override or profile.corpora

@@ -15,7 +15,7 @@ import pandas as pd
 
 from analyses import common
 from charlm import cost
-from charlm.plan import Planned, Profile, available, load_profile, plan
+from charlm.plan import Planned, Profile, available, load_profile, plan_all, unshipped
 from corpora.errors import run_cli
 
 from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, run
@@ -41,7 +41,18 @@ def plan_estimate(profile: Profile, args, models: list[Planned], redo: bool) -> 
     )  # fmt: skip
 
 
-def print_plan(profile: Profile, models: list[Planned], estimate: cost.Estimate) -> pd.DataFrame:
+def left_out_line(profile: Profile, left_out: list[Planned]) -> str:
+    """One line naming the models of a shipping profile that a run leaves out because none is shipped yet."""
+    names = ", ".join(f"{m.corpus.name}/{m.model_id}" for m in left_out)
+    return (
+        f"{len(left_out)} model(s) of profile {profile.name} are not shipped yet and are left out (train them with "
+        f"`python -m reports.ship train --profile {profile.name}`, or pass --retrain): {names}"
+    )
+
+
+def print_plan(
+    profile: Profile, models: list[Planned], estimate: cost.Estimate, left_out: list[Planned] = ()
+) -> pd.DataFrame:
     """Every model with what it costs, then the totals (charlm.cost.Estimate.summary)."""
     table = pd.DataFrame([m.row(c) for m, c in zip(models, estimate.costs, strict=True)])
     for column in ("layers", "width", "seed", "params", "train chars", "est. seconds", "disk MB"):
@@ -56,6 +67,8 @@ def print_plan(profile: Profile, models: list[Planned], estimate: cost.Estimate)
     )
     for line in estimate.summary():
         print(line)
+    if left_out:
+        print(left_out_line(profile, left_out))
     return table
 
 
@@ -91,15 +104,18 @@ def main(argv=None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--retrain", action="store_true",
-        help="train the profile's shipped models (models/<profile>/) again instead of installing them",
+        help="train the profile's shipped models (models/<profile>/) again instead of installing them, and those it "
+        "does not ship yet (a profile that ships its models otherwise leaves those out)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
     if args.plan or args.calibrate:
-        models = plan(profile, args.corpus, common.orders_read(profile.analyses))[1]
+        every_model = plan_all(profile, args.corpus, common.orders_read(profile.analyses))[1]
+        left_out = set(map(id, [] if args.retrain else unshipped(profile, every_model)))
+        models = [m for m in every_model if id(m) not in left_out]
         estimate = plan_estimate(profile, args, models, redo=args.calibrate)
         if args.plan:
-            print_plan(profile, models, estimate)
+            print_plan(profile, models, estimate, [m for m in every_model if id(m) in left_out])
             return 0
     options = RunOptions(
         profile, args.corpus, args.scheduler, args.workers, args.build_dir, retrain=args.retrain,

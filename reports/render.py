@@ -81,6 +81,14 @@ class FailedModel:
     log: str  # the file holding its traceback
 
 
+@dataclass(frozen=True)
+class UnshippedModel:
+    """A model of a profile that ships its models (charlm.plan.unshipped) left out because none is shipped yet."""
+
+    model: str  # model id
+    corpus: str
+
+
 @dataclass
 class ReportContext:
     """Everything the report shows; render output is a function of this alone."""
@@ -97,6 +105,7 @@ class ReportContext:
     generated_at: str  # ISO timestamp
     standing: pd.DataFrame | None = None  # where the models stand: test nats beside the n-gram orders they beat
     failed_models: list[FailedModel] = field(default_factory=list)  # models whose job raised (not in the report)
+    unshipped_models: list[UnshippedModel] = field(default_factory=list)  # left out: not shipped yet (not a failure)
 
     @property
     def failed_sections(self) -> list[Section]:
