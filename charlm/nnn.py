@@ -59,7 +59,16 @@ from .checkpoint import load_payload, save_payload
 from .model import INIT_RANGE
 from .paths import complete_metrics, config_hash, model_dir, predictions_path
 from .predict import as_corpus, cached_predictions, say_to_stderr
-from .train import EXIT_DIVERGED, Task, TrainConfig, TrainingDiverged, file_sha256, fit, require_positive
+from .train import (
+    EXIT_DIVERGED,
+    OPTIMIZERS,
+    Task,
+    TrainConfig,
+    TrainingDiverged,
+    file_sha256,
+    fit,
+    require_positive,
+)  # fmt: skip
 
 FORMAT = 1
 _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent models' recipe, one source of truth
@@ -67,7 +76,7 @@ DEFAULT_GRID = (64, 256, 512)
 TARGETS = ("positions", "contexts", "distinct")
 EVAL_CHUNK = 50_000
 # settings added after format 1, with their defaults (see identity)
-_LATER_SETTINGS = {"epoch_chars": None, "converge_delta": 0.0, "converge_window": 3}
+_LATER_SETTINGS = {"epoch_chars": None, "converge_delta": 0.0, "converge_window": 3, "optimizer": "rmsprop"}
 
 
 @dataclass(frozen=True)
@@ -98,6 +107,8 @@ class NNNConfig:
 
     converge_delta: float = 0.0  # converged: stop once validation gains < this (nats/epoch) over converge_window
     converge_window: int = 3  # epochs the convergence test averages over (charlm.train.converged)
+    optimizer: str = "rmsprop"  # "rmsprop": sec 3.3's (lr, rms_alpha); "adam": Adam at lr (betas 0.9, 0.999), which
+    # with larger minibatches of distinct contexts gets closer to KenLM per CPU second (README, "n-NN baselines")
 
     # With `snapshots=True` (shipped n-NNs, reports.ship) fit keeps the weights after the first step: the provenance
     # test retrains a shipped n-NN to it (tests/test_shipped.py). Class constants, not settings: no id changes.
@@ -117,6 +128,8 @@ class NNNConfig:
             raise UserError(f"converge_delta must be 0 (off) or positive, got {self.converge_delta}")
         if self.epoch_chars is not None:
             require_positive(self, "epoch_chars")
+        if self.optimizer not in OPTIMIZERS:
+            raise UserError(f"n-NN optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.targets not in TARGETS:
             raise UserError(f"n-NN targets must be one of {', '.join(TARGETS)}, got {self.targets!r}")
 
@@ -505,7 +518,11 @@ def main(argv=None) -> int:
         help="positions per minibatch (default %(default)s = the recurrent recipe's 100 x 100 characters)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default %(default)s)")
-    parser.add_argument("--lr", type=float, default=_RECIPE["lr"], help="RMSProp learning rate (default %(default)s)")
+    parser.add_argument("--lr", type=float, default=_RECIPE["lr"], help="learning rate (default %(default)s)")
+    parser.add_argument(
+        "--optimizer", default="rmsprop", choices=OPTIMIZERS,
+        help="rmsprop (sec 3.3's, alpha 0.95) or adam (default %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
         "--epoch-chars", type=int, default=None,
         help="positions per epoch, the unit of validation, early stopping and lr decay (default: one pass)",
@@ -541,7 +558,7 @@ def main(argv=None) -> int:
         NNNConfig(
             args.corpus, n, grid, args.seed, args.epochs, args.max_chars, args.batch_chars, lr=args.lr,
             lr_decay=args.lr_decay, decay_after=args.decay_after, targets=args.targets, epoch_chars=args.epoch_chars,
-            converge_delta=args.converge_delta,
+            converge_delta=args.converge_delta, optimizer=args.optimizer,
         ).validate()  # fmt: skip
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -552,7 +569,7 @@ def main(argv=None) -> int:
                 corpus, n, args.split, progress=not args.quiet, repair=False, hidden_grid=grid,
                 max_chars=args.max_chars, epochs=args.epochs, seed=args.seed, batch_chars=args.batch_chars, lr=args.lr,
                 lr_decay=args.lr_decay, decay_after=args.decay_after, targets=args.targets,
-                epoch_chars=args.epoch_chars, converge_delta=args.converge_delta,
+                epoch_chars=args.epoch_chars, converge_delta=args.converge_delta, optimizer=args.optimizer,
             )  # fmt: skip
         except TrainingDiverged as err:
             print(f"error: {err}", file=sys.stderr)

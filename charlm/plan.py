@@ -65,7 +65,7 @@ _NNN_OPTIONS = {  # a profile's [baselines] key -> the charlm.nnn.NNNConfig fiel
     "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
     "nnn_targets": "targets", "nnn_epochs": "epochs", "nnn_epoch_chars": "epoch_chars", "nnn_lr_decay": "lr_decay",
     "nnn_decay_after": "decay_after", "nnn_patience": "patience", "nnn_converge_delta": "converge_delta",
-    "nnn_converge_window": "converge_window",
+    "nnn_converge_window": "converge_window", "nnn_optimizer": "optimizer",
 }  # fmt: skip
 _SECTIONS = {
     "ablations": {"archs", "layers", "budget", "lstm_seeds"},

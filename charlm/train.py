@@ -201,6 +201,17 @@ def _set_rng_state(state) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+OPTIMIZERS = ("rmsprop", "adam")
+
+
+def make_optimizer(config, parameters) -> torch.optim.Optimizer:
+    """The recipe's RMSProp (Karpathy et al. sec 3.3: lr, alpha = rms_alpha), or Adam for a config whose `optimizer`
+    says so (only the n-NNs offer it: charlm.nnn.NNNConfig; a recurrent TrainConfig has no such field)."""
+    if getattr(config, "optimizer", "rmsprop") == "adam":
+        return torch.optim.Adam(parameters, lr=config.lr)
+    return torch.optim.RMSprop(parameters, lr=config.lr, alpha=config.rms_alpha)
+
+
 def fit(
     task: Task,
     config,
@@ -224,7 +235,7 @@ def fit(
     metrics_path = out / "metrics.json"
     state_path = out / "state.pt"
     model = task.model
-    optimizer = torch.optim.RMSprop(model.parameters(), lr=config.lr, alpha=config.rms_alpha)
+    optimizer = make_optimizer(config, model.parameters())
     steps_per_epoch, chars_per_step = task.steps_per_epoch, task.chars_per_step
     total_steps = config.epochs * steps_per_epoch
     if config.max_chars is not None:

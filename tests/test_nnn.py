@@ -320,3 +320,39 @@ def test_models_trained_before_epoch_chars_keep_their_ids():
     assert nnn.NNNConfig(corpus="m", n=3, epoch_chars=1000).model_id(corpus.key) != ids[1]
     with pytest.raises(UserError, match="epoch_chars"):
         nnn.NNNConfig(corpus="m", n=3, epoch_chars=0).validate()
+
+
+def test_the_optimizer_is_rmsprop_unless_an_nnn_asks_for_adam():
+    """The recurrent recipe and the n-NN default train with sec 3.3's RMSProp (its alpha); an n-NN can ask for Adam,
+    which changes its id (a later setting: the ids of the n-NNs trained before it stay)."""
+    from charlm.train import TrainConfig, make_optimizer
+
+    corpus, _ = markov1_corpus(3000)
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    recurrent = make_optimizer(TrainConfig("c", "lstm", 1, 8), params)
+    assert isinstance(recurrent, torch.optim.RMSprop) and recurrent.defaults["alpha"] == 0.95
+    assert isinstance(make_optimizer(nnn.NNNConfig(corpus="m", n=3), params), torch.optim.RMSprop)
+    adam = nnn.NNNConfig(corpus="m", n=3, optimizer="adam", lr=1e-3)
+    assert (
+        isinstance(make_optimizer(adam, params), torch.optim.Adam)
+        and make_optimizer(adam, params).defaults["lr"] == 1e-3
+    )
+    assert nnn.NNNConfig(corpus="m", n=3, optimizer="rmsprop").model_id(corpus.key) == "nnn-n3-8308d7"
+    assert adam.model_id(corpus.key) != nnn.NNNConfig(corpus="m", n=3, lr=1e-3).model_id(corpus.key)
+    with pytest.raises(UserError, match="optimizer"):
+        nnn.NNNConfig(corpus="m", n=3, optimizer="sgd").validate()
+
+
+def test_an_adam_nnn_trains_and_learns(tmp_path, monkeypatch):
+    """Adam through the one training loop: the 1-NN of a first-order Markov chain gets near the chain's entropy."""
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path))
+    corpus, P = markov1_corpus(20000)
+    values, vectors = np.linalg.eig(P.T)
+    stationary = np.real(vectors[:, np.argmax(np.real(values))])
+    stationary /= stationary.sum()
+    entropy = float(-(stationary[:, None] * P * np.log(P)).sum())  # nats/char of the chain: no model does better
+    folder = nnn.train_nnn(corpus, 1, hidden_grid=(16,), progress=False, epochs=6, batch_chars=500, epoch_chars=1000,
+                           lr=1e-2, targets="distinct", optimizer="adam")  # fmt: skip
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["config"]["optimizer"] == "adam"
+    assert entropy - 0.05 < metrics["best_val_loss"] < entropy + 0.05
