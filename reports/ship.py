@@ -214,21 +214,22 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
 
 
 def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dict]:
-    """The snapshots a model ships (the repository's budget for shipped models is 60 MB, issue 19):
+    """The snapshots a model ships (the repository's budget for shipped models is 100 MB, issues 19 and 22):
 
     - every model: its first snapshot, which the provenance test retrains to (tests/test_shipped.py);
-    - the headline model (the 128-row LSTM, seed 0, on each corpus): every snapshot, for training_dynamics
-      (Karpathy et al. Fig 5 right follows that LSTM over its first 3 epochs);
-    - every other seed-0 model: every fourth snapshot counted back from the last (the last included), for
+    - the headline model (the profile's largest-row, deepest LSTM, seed 0, on each corpus): every snapshot, for
+      training_dynamics (Karpathy et al. Fig 5 right follows that LSTM over its first 3 epochs);
+    - every other 1-layer seed-0 model: every fourth snapshot counted back from the last (the last included), for
       vanishing along training (it reads seed 0 of each configuration) and training_dynamics (every second
-      would take the 32 models past the budget: measured, 64 MB);
-    - the other seeds: none besides the first (analyses read their final checkpoints only).
+      would take the 32 one-layer models past 60 MB: measured, 64 MB);
+    - the deeper models of Fig 1's grid (issue 22) and the other seeds: none besides the first (the analyses read
+      their final checkpoints; vanishing profiles them at initialisation and after training).
     """
     if not snapshots:
         return []
     if headline:
         keep = set(range(len(snapshots)))
-    elif config.seed == 0:
+    elif config.seed == 0 and config.layers == 1:
         keep = set(range(len(snapshots) - 1, -1, -4))
     else:
         keep = set()
