@@ -32,7 +32,7 @@ APT_PACKAGES    := build-essential cmake libboost-program-options-dev libboost-s
 # Added when $(PYTHON) is missing or lacks venv/ensurepip or its C headers (Python.h, for the kenlm module).
 APT_PYTHON      := python3 python3-venv python3-dev
 
-.PHONY: help setup sysdeps venv kenlm test lint bench report report-check clean distclean
+.PHONY: help setup sysdeps venv kenlm test test-slow lint bench report report-check clean distclean
 
 help: ## list the targets and the variables they use
 	@echo "Usage: make <target> [PROFILE=quick|standard|...]"
@@ -112,6 +112,9 @@ kenlm: venv ## KenLM with max order 21: python module + lmplz/build_binary in .v
 
 test: $(SETUP_STAMP) ## run the test suite: pytest -q -n 2
 	$(PY) -m pytest -q -n 2
+
+test-slow: $(SETUP_STAMP) ## the slow tests (every analysis on the shipped War and Peace, about 3 min; CI runs them)
+	CHARLM_SLOW_TESTS=1 $(PY) -m pytest -q -m slow
 
 lint: $(SETUP_STAMP) ## ruff check + ruff format --check (lines of at most 120 characters; settings in pyproject.toml)
 	$(PY) -m ruff check .

@@ -10,7 +10,6 @@ characters, as a new user's own copy of a book would be. One analysis and one tr
 from __future__ import annotations
 
 import html as html_module
-import json
 import os
 import re
 import shlex
@@ -257,14 +256,16 @@ def test_run_jobs_keeps_going_past_a_failing_job_and_returns_its_exception():
 # ------------------------------------------------------------------------------------------ the shipped War and Peace
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     not os.environ.get("CHARLM_SLOW_TESTS"),
-    reason="about 20 min on 2 cores (War and Peace test split, 20-gram); run with CHARLM_SLOW_TESTS=1 (not yet in CI)",
+    reason="4 min on 2 busy cores (War and Peace test split, 20-gram): make test-slow (CI runs it)",
 )
 @needs_kenlm
 def test_smoke_all_renders_on_the_shipped_war_and_peace(tmp_path):
     """The issue's run: a new user's fresh folder, every analysis on the shipped War and Peace (its Gutenberg header
-    included). The report renders with every section, failed ones named; the exit status says whether any failed."""
+    included), tiny models. Every section computes or says in one sentence why it cannot; none fails, so the run
+    exits 0 (a failed one would be named in the report and on stderr, with its log)."""
     work = tmp_path / "fresh"
     work.mkdir()
     env = cli_env(CHARLM_ARTIFACTS=None, HOME=str(tmp_path / "home"), XDG_DATA_HOME=None, XDG_CACHE_HOME=None)
@@ -281,8 +282,7 @@ def test_smoke_all_renders_on_the_shipped_war_and_peace(tmp_path):
     sections = _sections(html)
     assert list(sections) == load_profile(PROFILE).analyses
     failed = [name for name, part in sections.items() if 'class="failed"' in part]
-    assert (proc.returncode == 1) == bool(failed)
     for name in failed:
         assert (report / "logs" / f"{name}.log").is_file() and name in proc.stderr.strip().splitlines()[-1]
-    print("sections that failed on War and Peace:", failed, json.dumps(proc.stderr.strip().splitlines()[-1:]))
+    assert failed == [] and proc.returncode == 0, (failed, proc.stderr[-3000:])
     shutil.rmtree(work / "artifacts")
