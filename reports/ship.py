@@ -405,9 +405,9 @@ def status(profile_name: str, root: Path | None = None) -> int:
     from charlm.plan import neural_configs
 
     profile = load_profile(profile_name)
-    print("| corpus | model | epochs | stopped | training s | best val | shipped MB |")
-    print("|---|---|---|---|---|---|---|")
-    totals = {"seconds": 0.0, "bytes": 0, "shipped": 0, "planned": 0}
+    print("| corpus | model | epochs | stopped | training s | CPU s | best val | shipped MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    totals = {"seconds": 0.0, "cpu": 0.0, "cpu_models": 0, "bytes": 0, "shipped": 0, "planned": 0}
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
         for config in neural_configs(profile, corpus, arg) + nnn_configs(profile, corpus):
@@ -415,17 +415,22 @@ def status(profile_name: str, root: Path | None = None) -> int:
             totals["planned"] += 1
             manifest_path = shipped_folder(profile.name, corpus.artifact_name, model_id, root) / MANIFEST
             if not manifest_path.is_file():
-                print(f"| {corpus.name} | {model_id} | | not shipped yet | | | |")
+                print(f"| {corpus.name} | {model_id} | | not shipped yet | | | | |")
                 continue
             m = json.loads(manifest_path.read_text())
             size = sum(e["bytes"] for e in m["files"].values())
             totals["seconds"] += m["training_seconds"]
             totals["bytes"] += size
             totals["shipped"] += 1
+            cpu = m.get("cpu_seconds")  # recorded since issue 22; None for the models trained before
+            if cpu is not None:
+                totals["cpu"] += cpu
+                totals["cpu_models"] += 1
             print(f"| {corpus.name} | {model_id} | {m['epochs']} | {m['stopped']} | {m['training_seconds']:.0f} | "
-                  f"{m['best_val_loss']:.4f} | {size / 1e6:.1f} |")  # fmt: skip
+                  f"{'' if cpu is None else f'{cpu:.0f}'} | {m['best_val_loss']:.4f} | {size / 1e6:.1f} |")  # fmt: skip
     print(f"\n{totals['shipped']} of {totals['planned']} models shipped; {totals['seconds'] / 3600:.2f} h of training "
-          f"(one core each); {totals['bytes'] / 1e6:.1f} MB")  # fmt: skip
+          f"(wall seconds of one single-thread worker each; CPU seconds recorded for {totals['cpu_models']} of them: "
+          f"{totals['cpu'] / 3600:.2f} h); {totals['bytes'] / 1e6:.1f} MB")  # fmt: skip
     return 0
 
 

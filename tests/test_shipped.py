@@ -367,3 +367,12 @@ def test_a_profile_that_ships_its_models_leaves_out_those_not_shipped_yet(tiny_n
     out = capsys.readouterr().out
     assert "not shipped yet" not in out and "(0 cached, 1 to train)" in out
     assert unshipped(profile, plan_all(profile)[1]) == []  # built in the artifacts now: planned like any other
+
+
+def test_status_tables_each_shipped_models_wall_and_cpu_seconds(tiny_shipped, tmp_path, capsys):
+    assert ship.status(str(tmp_path / "tiny.toml"), root=tmp_path / "models") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| corpus | model | epochs | stopped | training s | CPU s | best val | shipped MB |"
+    rows = [line.split(" | ") for line in lines[2:] if line.startswith("| small")]
+    assert len(rows) == 2 and all(row[5].isdigit() for row in rows)  # CPU seconds, recorded for both
+    assert "2 of 2 models shipped" in lines[-1] and "CPU seconds recorded for 2 of them" in lines[-1]
