@@ -16,7 +16,14 @@ Every model, recurrent or baseline (KenLM n-grams, n-NNs), is read at the same f
   agreement heatmap and the table (`--set embed_baselines=true` embeds them too).
 
 Two models with identical predictions have distance 0 and agreement 1 either way, so they sit together. The
-captions compare types by architecture: the GRU is either form (`gru-paper`, the papers', when both are there).
+captions compare types by architecture: the GRU is either form (`gru-paper`, the papers', when both are there),
+twice over:
+
+- within one budget row, the mean agreement of each pair of types (`type_agreement`);
+- across the whole population of Fig 1's types (RNN, LSTM, GRU of every depth and size; not Levy's ablations),
+  what the t-SNE shows: how many RNNs have an RNN as nearest neighbour by agreement, and how many LSTMs and GRUs an
+  LSTM or GRU, and the mean agreement within and across the two groups (`clusters`). The neighbours come from the
+  agreement matrix, not from the t-SNE map, whose distances t-SNE distorts.
 """
 
 from __future__ import annotations
@@ -220,6 +227,74 @@ def _gru(table: pd.DataFrame, corpus: str, budget: float | None) -> str | None:
     return next((g for g in GRU_FORMS if g in here), None)
 
 
+def _fig1(df: pd.DataFrame, corpus: str) -> pd.DataFrame:
+    """The pairs of a corpus's models of Fig 1 right's types, RNN, LSTM and GRU (either form), with each other."""
+    return df[(df["corpus"] == corpus) & (df["family"] == "neural") & df["arch"].isin(PAPER_TYPES)
+              & df["other_arch"].isin(PAPER_TYPES)]  # fmt: skip
+
+
+def nearest_neighbours(df: pd.DataFrame, corpus: str) -> pd.DataFrame:
+    """Each of a corpus's Fig 1 models (RNN, LSTM, GRU of every depth and size; LSTM seeds are LSTMs, Levy's
+    ablations and the baselines are left out) and its nearest neighbour among them: the other model with the highest
+    agreement (Karpathy et al. sec 4.1), read from the agreement matrix, not from the 2-D t-SNE, whose distances are
+    distorted. `own` is True when that neighbour is of the model's group (RNN, or gated: LSTM or GRU); a tie between
+    the best of each group counts against it.
+    """
+    fig1 = _fig1(df, corpus)
+    ids = list(dict.fromkeys(fig1["model_id"]))
+    agree = (
+        fig1.pivot(index="model_id", columns="other_id", values="agreement").loc[ids, ids].to_numpy(float, copy=True)
+    )
+    np.fill_diagonal(agree, -np.inf)  # a model is not its own neighbour
+    models = fig1.drop_duplicates("model_id").set_index("model_id").loc[ids]
+    rnn = (models["arch"] == "rnn").to_numpy()
+    same = rnn[:, None] == rnn[None, :]
+    best_same = np.where(same, agree, -np.inf).max(axis=1)
+    best_other = np.where(~same, agree, -np.inf).max(axis=1)
+    own = best_same > best_other
+    neighbour = np.where(own, np.where(same, agree, -np.inf).argmax(1), np.where(~same, agree, -np.inf).argmax(1))
+    return pd.DataFrame({
+        "label": models["label"].to_numpy(), "arch": models["arch"].to_numpy(),
+        "group": np.where(rnn, "rnn", "gated"), "neighbour": models["label"].to_numpy()[neighbour],
+        "neighbour_arch": models["arch"].to_numpy()[neighbour], "agreement": np.maximum(best_same, best_other),
+        "own": own,
+    })  # fmt: skip
+
+
+def clusters(df: pd.DataFrame, corpus: str) -> dict | None:
+    """Fig 1 right's clusters checked on the agreement matrix of its whole population (every depth and size, as the
+    t-SNE shows them): Karpathy et al. sec 4.1 read the figure as "the LSTM and the GRU make similar predictions
+    while the RNNs form their own cluster". None unless there are 2 RNNs, 2 gated models, an LSTM and a GRU.
+
+    Two measures: how many models of each group have a nearest neighbour of their group (against `chance`, the
+    share of the other models in that group, what a neighbour drawn at random would give), and, not hanging on one
+    neighbour, each model's mean agreement with the others of its group and of the other group, averaged over the
+    group's models. A group `keeps together` when more than half its models, and more than chance, have a
+    neighbour of their group.
+    """
+    nn = nearest_neighbours(df, corpus)
+    rnn, gated = nn["group"] == "rnn", nn["group"] == "gated"
+    if rnn.sum() < 2 or gated.sum() < 2 or not (nn["arch"] == "lstm").any() or not nn["arch"].isin(GRU_FORMS).any():
+        return None
+    pairs = _fig1(df, corpus)
+    pairs = pairs[pairs["model_id"] != pairs["other_id"]]
+    pairs = pairs.assign(rnn=pairs["arch"] == "rnn", other_rnn=pairs["other_arch"] == "rnn")
+
+    def mean_agreement(of_rnn: bool, with_rnn: bool) -> float:  # per model of the group, then over the group
+        hit = pairs[(pairs["rnn"] == of_rnn) & (pairs["other_rnn"] == with_rnn)]
+        return float(hit.groupby("model_id")["agreement"].mean().mean())
+
+    m = len(nn)
+    out = {"rnns": int(rnn.sum()), "gated": int(gated.sum()), "rnn_own": int(nn.loc[rnn, "own"].sum()),
+           "gated_own": int(nn.loc[gated, "own"].sum()), "rnn_chance": (rnn.sum() - 1) / (m - 1),
+           "gated_chance": (gated.sum() - 1) / (m - 1), "rnn_rnn": mean_agreement(True, True),
+           "rnn_gated": mean_agreement(True, False), "gated_gated": mean_agreement(False, False)}  # fmt: skip
+    for group, size in (("rnn", "rnns"), ("gated", "gated")):
+        share = out[f"{group}_own"] / out[size]
+        out[f"{group}_together"] = bool(share > 0.5 and share > out[f"{group}_chance"])
+    return out
+
+
 def plot(df: pd.DataFrame):
     style()
     corpora_ = list(dict.fromkeys(df["corpus"]))
@@ -307,6 +382,43 @@ def _type_sentence(df: pd.DataFrame, types: pd.DataFrame, corpus: str) -> str:
     return text
 
 
+def _cluster_sentence(df: pd.DataFrame, corpus: str) -> str:
+    """The paper's reading of Fig 1 right checked across the whole population (every depth and size, not one budget
+    row): do the RNNs have RNNs as nearest neighbours, and the LSTMs and GRUs each other? Empty when `clusters`
+    cannot say (fewer than 2 RNNs or 2 gated models, or no LSTM or no GRU)."""
+    c = clusters(df, corpus)
+    if c is None:
+        return ""
+    rnns, gated = c["rnn_together"], c["gated_together"]
+    verdict = (
+        "this supports the paper's description"
+        if rnns and gated
+        else "this supports only the RNN half of the paper's description, not the LSTM and GRU together"
+        if rnns
+        else "this supports only the LSTM and GRU half of the paper's description, not the RNNs' own cluster"
+        if gated
+        else "this does not support the paper's description"
+    )
+    within = min(c["rnn_rnn"], c["gated_gated"]) > c["rnn_gated"]
+    return (
+        f"Across every RNN, LSTM and GRU of {corpus}, at every depth and size (as Fig 1 right; Levy's ablations and "
+        "the baselines left out), by nearest neighbour in agreement (the other model with the highest agreement, "
+        "read from the agreement matrix, not from the t-SNE map, which distorts distances): "
+        f"{c['rnn_own']} of {c['rnns']} RNNs have an RNN as nearest neighbour and {c['gated_own']} of {c['gated']} "
+        f"LSTMs and GRUs have an LSTM or GRU (a neighbour drawn at random would be of the model's group at "
+        f"{100 * c['rnn_chance']:.0f} % and {100 * c['gated_chance']:.0f} %); {verdict} (RNNs their own cluster, "
+        "LSTM and GRU together). "
+        f"On average an RNN agrees with the other RNNs at {100 * c['rnn_rnn']:.1f} % and with the LSTMs and GRUs at "
+        f"{100 * c['rnn_gated']:.1f} %, an LSTM or GRU with the other LSTMs and GRUs at {100 * c['gated_gated']:.1f} "
+        "%: "
+        + (
+            "each group agrees more within itself than across, as two clusters would."
+            if within
+            else "unlike two clusters, the groups do not each agree more within themselves than across."
+        )
+    )
+
+
 def caption(df: pd.DataFrame) -> str:
     parts = []
     types = type_agreement(df)
@@ -323,6 +435,8 @@ def caption(df: pd.DataFrame) -> str:
                 text += (f"; the baseline closest to a recurrent model is the {best['label']} "
                          f"({100 * best['agreement']:.1f} % agreement with {best['other_label']})")  # fmt: skip
         parts.append(text + ".")
+        if cluster := _cluster_sentence(df, corpus):
+            parts.append(cluster)
     how = (
         "1 - argmax agreement, as in the paper's sec 4.1"
         if df["embedded_by"].iloc[0] == "disagreement"
@@ -352,8 +466,14 @@ def summary(df: pd.DataFrame) -> str:
         budget = _reference_budget(df, corpus)
         gru = _gru(types, corpus, budget)
         lg, lr = (_pair(types, corpus, budget, "lstm", other) for other in (gru, "rnn"))
+        said = []
         if lg is not None and lr is not None:
-            items.append(f"{corpus}: LSTM-{ARCH_LABELS[gru]} agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
+            said.append(f"LSTM-{ARCH_LABELS[gru]} agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
+        if c := clusters(df, corpus):
+            said.append(f"nearest neighbour of {c['rnn_own']}/{c['rnns']} RNNs an RNN, of {c['gated_own']}/"
+                        f"{c['gated']} LSTMs and GRUs an LSTM or GRU")  # fmt: skip
+        if said:
+            items.append(f"{corpus}: " + ", ".join(said))
     return "; ".join(items) + " (paper: LSTM and GRU similar, RNNs apart)" if items else ""
 
 

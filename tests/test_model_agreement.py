@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, logp_rows
 
@@ -134,3 +135,165 @@ def test_the_lstm_gru_rnn_sentence_follows_the_agreements(tmp_path, artifacts, g
     said = "closer to each other than either is to the RNN, as in the paper"
     denied = "not closer to each other than to the RNN, unlike the paper"
     assert (said in text, denied in text) == ((True, False) if paper_holds else (False, True))
+
+
+def _population(models: list[tuple[str, int, int]], agree: np.ndarray, corpus: str = "fake") -> pd.DataFrame:
+    """The pairwise table `compute` returns, built from (arch, budget, layers) per model and their agreement matrix
+    (no training, no predictions); arch "ngram" is a KenLM baseline."""
+    rows = []
+    for i, (arch, budget, layers) in enumerate(models):
+        family = "ngram" if arch == "ngram" else "neural"
+        kind = model_agreement.TYPE_LABELS[arch]
+        label = f"{i + 1}-gram" if family == "ngram" else f"{kind} {budget} L{layers} s{i}"
+        rows.append({"model_id": f"m{i}", "label": label, "family": family, "arch": arch, "type": kind,
+                     "budget": np.nan if family == "ngram" else float(budget), "layers": 0 if family == "ngram"
+                     else layers, "n": i + 1 if family == "ngram" else np.nan, "tsne_x": float(i), "tsne_y": 0.0,
+                     "embedded": family == "neural"})  # fmt: skip
+    out = []
+    for a, me in enumerate(rows):
+        for b, other in enumerate(rows):
+            out.append(me | {"corpus": corpus, "ce_nats": 1.0, "other_id": other["model_id"],
+                             "other_label": other["label"], "other_arch": other["arch"], "other_type": other["type"],
+                             "other_budget": other["budget"], "agreement": 1.0 if a == b else agree[a, b],
+                             "hellinger": 0.0 if a == b else 1 - agree[a, b], "positions": 1000,
+                             "embedded_by": "disagreement"})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+# Fig 1's population in small: RNN, LSTM and the papers' GRU at depths 1-3 in two budget rows
+FIG1 = [("rnn", 64, 1), ("rnn", 128, 2), ("rnn", 128, 3), ("lstm", 64, 1), ("lstm", 128, 3), ("gru-paper", 64, 2),
+        ("gru-paper", 128, 1)]  # fmt: skip
+
+
+def _agreements(archs: list[str], within_rnn=0.8, within_gated=0.85, across=0.6) -> np.ndarray:
+    rnn = np.array([a == "rnn" for a in archs])
+    agree = np.where(rnn[:, None] & rnn[None, :], within_rnn, np.where(~rnn[:, None] & ~rnn[None, :], within_gated,
+                                                                        across))  # fmt: skip
+    agree = agree + 0.001 * np.add.outer(np.arange(len(archs)), np.arange(len(archs)))  # no ties, still symmetric
+    np.fill_diagonal(agree, 1.0)
+    return agree
+
+
+def test_rnns_that_agree_with_each_other_form_their_own_cluster_across_every_depth_and_size():
+    """Karpathy et al. sec 4.1, Fig 1 right: RNNs agreeing with each other far more than with the LSTMs and GRUs of
+    every size and depth is the paper's picture, counted on the agreement matrix."""
+    agree = _agreements([a for a, _, _ in FIG1])
+    df = _population(FIG1, agree)
+    text, summary = model_agreement.caption(df), model_agreement.summary(df)
+    assert "3 of 3 RNNs have an RNN as nearest neighbour and 4 of 4 LSTMs and GRUs have an LSTM or GRU" in text
+    assert "(a neighbour drawn at random would be of the model's group at 33 % and 50 %)" in text
+    assert "this supports the paper's description (RNNs their own cluster, LSTM and GRU together)" in text
+    assert "not from the t-SNE map, which distorts distances" in text
+    rnn_rnn = np.mean([agree[i, [j for j in range(3) if j != i]].mean() for i in range(3)])
+    assert f"an RNN agrees with the other RNNs at {100 * rnn_rnn:.1f} %" in text
+    assert "each group agrees more within itself than across, as two clusters would." in text
+    assert "nearest neighbour of 3/3 RNNs an RNN, of 4/4 LSTMs and GRUs an LSTM or GRU" in summary
+    assert "nan" not in text.lower() and "nan" not in summary.lower()
+    # the same budget-row sentence as before, beside it
+    assert "in the 128 budget row the LSTM and the GRU (papers' form) agree" in text
+
+
+def test_one_rnn_closer_to_an_lstm_makes_it_2_of_3_and_rnns_closer_to_gated_models_deny_the_clusters():
+    archs = [a for a, _, _ in FIG1]
+    agree = _agreements(archs)
+    agree[2, 4] = agree[4, 2] = 0.95  # the 3-layer RNN now agrees with the 3-layer LSTM most (and it with the RNN)
+    text = model_agreement.caption(_population(FIG1, agree))
+    assert "2 of 3 RNNs have an RNN as nearest neighbour and 3 of 4 LSTMs and GRUs have an LSTM or GRU" in text
+    assert "this supports the paper's description" in text  # 2 of 3 is still a majority, and over chance (33 %)
+    nn = model_agreement.nearest_neighbours(_population(FIG1, agree), "fake").set_index("label")
+    assert nn.loc["RNN 128 L3 s2", "neighbour"] == "LSTM 128 L3 s4" and not nn.loc["RNN 128 L3 s2", "own"]
+    # every RNN closer to the gated models than to the other RNNs: no RNN cluster
+    mixed = _agreements(archs, within_rnn=0.55, within_gated=0.85, across=0.7)
+    text = model_agreement.caption(_population(FIG1, mixed))
+    assert "0 of 3 RNNs have an RNN as nearest neighbour and 4 of 4 LSTMs and GRUs" in text
+    assert "this supports only the LSTM and GRU half of the paper's description, not the RNNs' own cluster" in text
+    assert "unlike two clusters, the groups do not each agree more within themselves than across." in text
+
+
+def test_a_tie_between_the_groups_counts_against_a_models_own_group():
+    archs = [a for a, _, _ in FIG1]
+    agree = _agreements(archs)
+    agree[0, 3] = agree[3, 0] = agree[0, 1:3].max()  # the first RNN as close to an LSTM as to its closest RNN
+    nn = model_agreement.nearest_neighbours(_population(FIG1, agree), "fake")
+    assert not nn["own"].iloc[0] and nn["neighbour_arch"].iloc[0] == "lstm"
+
+
+def test_the_cluster_sentence_leaves_out_ablations_and_baselines_and_needs_two_of_each_group():
+    models = FIG1 + [("lstm-srnn", 128, 1), ("ngram", 0, 0)]
+    archs = [a for a, _, _ in models]
+    agree = _agreements(archs)
+    agree[7, :3] = agree[:3, 7] = 0.99  # Levy's ablation and the n-gram agree with every RNN most of all
+    agree[8, :3] = agree[:3, 8] = 0.99
+    text = model_agreement.caption(_population(models, agree))
+    assert "3 of 3 RNNs have an RNN as nearest neighbour and 4 of 4 LSTMs and GRUs" in text
+    assert "(9 models," in text  # the ablation and the baseline are still in the rest of the caption
+    # a single RNN, or no GRU: nothing to count, and no sentence
+    one_rnn = [m for i, m in enumerate(FIG1) if i not in (1, 2)]
+    df = _population(one_rnn, _agreements([a for a, _, _ in one_rnn]))
+    assert model_agreement.clusters(df, "fake") is None
+    assert "nearest neighbour" not in model_agreement.caption(df) + model_agreement.summary(df)
+    no_gru = [m for m in FIG1 if m[0] != "gru-paper"]
+    df = _population(no_gru, _agreements([a for a, _, _ in no_gru]))
+    assert "nearest neighbour" not in model_agreement.caption(df)
+    assert "nan" not in model_agreement.caption(df).lower()
+
+
+def test_the_tsne_marks_depth_by_marker_and_budget_by_size():
+    """Fig 1 right: colour, size and marker are model type, model size and number of layers."""
+    df = _population(FIG1, _agreements([a for a, _, _ in FIG1]))
+    fig = model_agreement.plot(df)
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert "depth" in legend.get_title().get_text() and "size: budget" in legend.get_title().get_text()
+    assert {t.get_text() for t in legend.get_texts()} >= {"1 layer", "2 layers", "3 layers", "RNN", "LSTM"}
+    sizes = sorted({float(s) for coll in ax.collections for s in coll.get_sizes()})
+    assert len(sizes) == 2 and sizes[0] < sizes[1]  # the 64 and the 128 budget rows
+    markers = {coll.get_paths()[0].vertices.tobytes() for coll in ax.collections}
+    assert len(markers) == 3  # one marker per depth
+    plt.close(fig)
+
+
+def test_a_bare_majority_below_chance_does_not_count_as_keeping_together():
+    """With 6 gated models and 2 RNNs, a neighbour drawn at random is gated for a gated model 5 times in 7 (71 %):
+    4 of 6 (67 %) is a majority but no cluster."""
+    models = [("rnn", 64, 1), ("rnn", 128, 2)] + [("lstm", 64, d) for d in (1, 2, 3)] + [
+        ("gru-paper", 128, d) for d in (1, 2, 3)]  # fmt: skip
+    agree = _agreements([a for a, _, _ in models], within_rnn=0.97)
+    agree[2, 0] = agree[0, 2] = agree[5, 1] = agree[1, 5] = 0.95  # an LSTM and a GRU closest to an RNN
+    text = model_agreement.caption(_population(models, agree))
+    assert "2 of 2 RNNs have an RNN as nearest neighbour and 4 of 6 LSTMs and GRUs have an LSTM or GRU" in text
+    assert "at 14 % and 71 %)" in text
+    assert "this supports only the RNN half of the paper's description, not the LSTM and GRU together" in text
+    # 4 RNNs: a random neighbour of an RNN is an RNN 3 times in 9 (33 %); 2 of 4 is over chance but no majority
+    models = [("rnn", 64, 1), ("rnn", 128, 1), ("rnn", 64, 2), ("rnn", 128, 3)] + models[2:]
+    agree = _agreements([a for a, _, _ in models])
+    agree[0, 1] = agree[1, 0] = 0.97
+    agree[2, 4] = agree[4, 2] = agree[3, 7] = agree[7, 3] = 0.95  # two RNNs closest to an LSTM and a GRU
+    text = model_agreement.caption(_population(models, agree))
+    assert "2 of 4 RNNs have an RNN as nearest neighbour and 4 of 6 LSTMs and GRUs have an LSTM or GRU" in text
+    assert "at 33 % and 56 %)" in text
+    assert "this supports only the LSTM and GRU half of the paper's description, not the RNNs' own cluster" in text
+
+
+def test_the_cluster_sentence_from_computed_agreements(tmp_path, artifacts):
+    """End to end through `compute`: two RNNs of different depths sharing most argmaxes, an LSTM and a GRU sharing
+    theirs, and one of Levy's ablations (copying the first RNN) that the counts leave out."""
+    corpus = fake_corpus_file(tmp_path)
+    T, V = corpus.split("test").size - 1, corpus.vocab_size
+    rng = np.random.default_rng(5)
+    rnn, gated = rng.integers(0, V, T), rng.integers(0, V, T)
+
+    def changed(base: np.ndarray, share: float) -> np.ndarray:
+        return np.where(rng.random(T) < share, (base + rng.integers(1, V, T)) % V, base)
+
+    _argmax_model(corpus, changed(rnn, 0.1), arch="rnn", size=12)
+    _argmax_model(corpus, changed(rnn, 0.1), arch="rnn", size=9, layers=2)
+    _argmax_model(corpus, changed(gated, 0.1), arch="lstm", size=8)
+    _argmax_model(corpus, changed(gated, 0.1), arch="gru-paper", size=7, layers=3)
+    _argmax_model(corpus, changed(rnn, 0.05), arch="lstm-srnn", size=8)
+    df = model_agreement.compute(Context(model_index(), common.settings(model_agreement)))
+    text = model_agreement.caption(df)
+    assert "(5 models," in text
+    assert "2 of 2 RNNs have an RNN as nearest neighbour and 2 of 2 LSTMs and GRUs have an LSTM or GRU" in text
+    assert "this supports the paper's description" in text and "nan" not in text.lower()
+    assert "nearest neighbour of 2/2 RNNs an RNN, of 2/2 LSTMs and GRUs an LSTM or GRU" in model_agreement.summary(df)
