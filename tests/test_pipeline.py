@@ -16,8 +16,8 @@ from conftest import cli_env, kenlm_available
 from analyses import common
 from charlm.model import budget_params, count_params
 from charlm.paths import checkpoint_predictions_path
-from charlm.plan import available, load_profile
-from reports.pipeline import RunOptions, _jobs, damage, plan, run, section
+from charlm.plan import available, load_profile, plan
+from reports.pipeline import RunOptions, _jobs, damage, run, section
 from reports.render import ReportContext, render_html
 
 
