@@ -274,6 +274,17 @@ def caption(df: pd.DataFrame) -> str:
     return " ".join(parts)
 
 
+def report_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The report's view: one row per rung with what it scores and what the step to it buys (the CSV keeps every
+    column; the full one is ~260 characters wide, past A4 landscape)."""
+    view = df[["corpus", "rung", "params", "seeds", "ce_nats", "ce_std", "gain_nats", "vanishing_ratio",
+               "brace_advantage"]]  # fmt: skip
+    return view.rename(columns={
+        "ce_nats": "test nats/char", "ce_std": "bootstrap std", "gain_nats": "gain over parent (nats)",
+        "vanishing_ratio": "vanishing ratio", "brace_advantage": "brace advantage",
+    })  # fmt: skip
+
+
 def summary(df: pd.DataFrame) -> str:
     items = []
     for corpus, sub in df.groupby("corpus", sort=False):

@@ -181,3 +181,7 @@ def test_the_views_read_everything_from_the_cached_table(tmp_path, artifacts, st
     line = ladder.summary(df)
     assert "\n" not in line and f"{prose.name}: CBOW 2.40 -> LSTM 1.40 nats/char" in line
     assert all(isinstance(n, str) for n in ladder.notes(df))
+    from reports.render import table_view
+
+    assert table_view(df).overflows and not table_view(ladder.report_table(df)).overflows  # the PDF fits the view
+    assert ladder.report_table(df)["test nats/char"].tolist() == df["ce_nats"].tolist()
