@@ -291,30 +291,41 @@ def nnn_options(profile: Profile) -> dict:
 
 
 def plan(
-    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ()), retrain: bool = False
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
 ) -> tuple[dict, list[Planned]]:
-    """The corpora (loaded) and every model the profile needs, longest jobs first within each kind.
+    """The corpora (loaded) and every model a run of the profile uses, longest jobs first within each kind: for a
+    profile that ships its models, those not shipped yet are left out (`plan_left_out` also names them).
 
     `extra_orders`: the KenLM and n-NN orders its analyses read besides the profile's own (the caller knows them:
-    analyses.common.orders_read). For a profile that ships its models, the ones not shipped yet are left out
-    (`unshipped` names them) unless `retrain`."""
+    analyses.common.orders_read)."""
+    loaded, models, _ = plan_left_out(profile, corpora_override, extra_orders)
+    return loaded, models
+
+
+def plan_left_out(
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ()), retrain: bool = False
+) -> tuple[dict, list[Planned], list[Planned]]:
+    """`plan`, and the models it leaves out: those of a profile that ships its models (`ships_models`) which the
+    repository does not ship yet and which are not already built in the artifacts. A run leaves them out rather than
+    train them (hours on a CPU); `python -m reports.ship train --profile NAME` trains them with their provenance,
+    `retrain` (--retrain) in the run itself, and then nothing is left out."""
     loaded, models = plan_all(profile, corpora_override, extra_orders)
-    if retrain:
-        return loaded, models
-    left_out = set(map(id, unshipped(profile, models)))
-    return loaded, [m for m in models if id(m) not in left_out]
-
-
-def unshipped(profile: Profile, models: list[Planned]) -> list[Planned]:
-    """The models of a profile that ships its models (`ships_models`) that the repository does not ship yet and that
-    are not already built in the artifacts: a run leaves them out rather than train them (hours on a CPU); `python -m
-    reports.ship train --profile NAME` trains them with their provenance, `--retrain` in the run itself."""
-    if not profile.ships_models:
-        return []
-    return [
+    if retrain or not profile.ships_models:
+        return loaded, models, []
+    out = [
         m for m in models
         if m.kind in ("neural", "nnn") and not m.shipped and complete_metrics(m.directory / "metrics.json") is None
     ]  # fmt: skip
+    return loaded, [m for m in models if all(m is not o for o in out)], out
+
+
+def left_out_line(profile: Profile, left_out: list[Planned]) -> str:
+    """The one line (run log, --plan) naming the models a run of a shipping profile leaves out."""
+    names = ", ".join(f"{m.corpus.name}/{m.model_id}" for m in left_out)
+    return (
+        f"{len(left_out)} model(s) of profile {profile.name} are not shipped yet and are left out (`python -m "
+        f"reports.ship train --profile {profile.name}` trains them, --retrain trains everything): {names}"
+    )
 
 
 def plan_all(

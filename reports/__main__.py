@@ -15,7 +15,7 @@ import pandas as pd
 
 from analyses import common
 from charlm import cost
-from charlm.plan import Planned, Profile, available, load_profile, plan_all, unshipped
+from charlm.plan import Planned, Profile, available, left_out_line, load_profile, plan_left_out
 from corpora.errors import run_cli
 
 from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, run
@@ -39,15 +39,6 @@ def plan_estimate(profile: Profile, args, models: list[Planned], redo: bool) -> 
         profile, models, workers_for(profile, args.workers), snapshots=reads_snapshots(profile),
         build_dir=args.build_dir / profile.name, retrain=args.retrain, calibration=calibration, calibrate=True,
     )  # fmt: skip
-
-
-def left_out_line(profile: Profile, left_out: list[Planned]) -> str:
-    """One line naming the models of a shipping profile that a run leaves out because none is shipped yet."""
-    names = ", ".join(f"{m.corpus.name}/{m.model_id}" for m in left_out)
-    return (
-        f"{len(left_out)} model(s) of profile {profile.name} are not shipped yet and are left out (train them with "
-        f"`python -m reports.ship train --profile {profile.name}`, or pass --retrain): {names}"
-    )
 
 
 def print_plan(
@@ -110,12 +101,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
     if args.plan or args.calibrate:
-        every_model = plan_all(profile, args.corpus, common.orders_read(profile.analyses))[1]
-        left_out = set(map(id, [] if args.retrain else unshipped(profile, every_model)))
-        models = [m for m in every_model if id(m) not in left_out]
+        _, models, left_out = plan_left_out(profile, args.corpus, common.orders_read(profile.analyses), args.retrain)
         estimate = plan_estimate(profile, args, models, redo=args.calibrate)
         if args.plan:
-            print_plan(profile, models, estimate, [m for m in every_model if id(m) in left_out])
+            print_plan(profile, models, estimate, left_out)
             return 0
     options = RunOptions(
         profile, args.corpus, args.scheduler, args.workers, args.build_dir, retrain=args.retrain,

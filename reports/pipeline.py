@@ -39,7 +39,7 @@ from analyses import common
 from analyses.context import Context, MissingInput, model_index
 from charlm import cost
 from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
-from charlm.plan import Planned, Profile, damage, plan_all, submission_order, unshipped
+from charlm.plan import Planned, Profile, damage, left_out_line, plan_left_out, submission_order
 from charlm.shipped import install_shipped, installed
 from charlm.sweep import executor, run_jobs
 from corpora import atomic
@@ -390,18 +390,16 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     ReportIncomplete after rendering when a section failed or a model could not be built."""
     started = time.perf_counter()
     profile = options.profile
-    loaded, every_model = plan_all(profile, options.corpora_override, common.orders_read(profile.analyses))
-    left_out = [] if options.retrain else unshipped(profile, every_model)
-    models = [m for m in every_model if all(m is not out for out in left_out)]
+    loaded, models, left_out = plan_left_out(
+        profile, options.corpora_override, common.orders_read(profile.analyses), options.retrain
+    )
     out_dir = options.build_root / profile.name
     data_dir = out_dir / "data"
     log_dir = out_dir / "logs"
     shutil.rmtree(log_dir, ignore_errors=True)  # the logs say what failed in this run, not in an earlier one
     say(f"profile {profile.name} ({profile.hash}): {profile.description}")
     if left_out:
-        names = ", ".join(f"{m.corpus.name}/{m.model_id}" for m in left_out)
-        say(f"{len(left_out)} model(s) not shipped yet are left out (`python -m reports.ship train --profile "
-            f"{profile.name}` trains them, --retrain trains everything): {names}")  # fmt: skip
+        say(left_out_line(profile, left_out))
     if profile.wants_gpu:
         say("this profile wants a GPU: on a CPU it takes weeks; continuing anyway")
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}

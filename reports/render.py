@@ -83,7 +83,7 @@ class FailedModel:
 
 @dataclass(frozen=True)
 class UnshippedModel:
-    """A model of a profile that ships its models (charlm.plan.unshipped) left out because none is shipped yet."""
+    """A model of a profile that ships its models (charlm.plan.plan_left_out) left out because none is shipped yet."""
 
     model: str  # model id
     corpus: str

@@ -24,7 +24,7 @@ import corpora
 from charlm import nnn, shipped
 from charlm.checkpoint import load_payload
 from charlm.model import CharLM
-from charlm.plan import load_profile, plan_all, planned_model_ids, unshipped
+from charlm.plan import load_profile, plan_left_out, planned_model_ids
 from charlm.train import TrainConfig, train
 from reports import ship
 from reports.pipeline import RunOptions, run
@@ -353,20 +353,21 @@ def test_a_profile_that_ships_its_models_leaves_out_those_not_shipped_yet(tiny_n
     toml.write_text("ships_models = true\n" + toml.read_text())
     profile = load_profile(str(toml))
     assert profile.ships_models and not tiny_nnn_shipped.ships_models
-    every = plan_all(profile)[1]
-    (lstm,) = [m for m in every if m.kind == "neural"]
-    assert [m.model_id for m in unshipped(profile, every)] == [lstm.model_id]  # the shipped n-NNs stay
+    _, kept, left_out = plan_left_out(profile)
+    (lstm,) = left_out  # the shipped n-NNs stay
+    assert lstm.kind == "neural" and {m.kind for m in kept} == {"nnn"}
+    assert plan_left_out(profile, retrain=True)[2] == [] and plan_left_out(tiny_nnn_shipped)[2] == []
     assert lstm.model_id not in planned_model_ids(profile) and lstm.model_id in planned_model_ids(tiny_nnn_shipped)
     html, _ = run(RunOptions(profile, build_root=tmp_path / "build"))
     out = capsys.readouterr().out
-    assert "1 model(s) not shipped yet are left out" in out and lstm.model_id in out
+    assert "1 model(s) of profile tinynnn are not shipped yet and are left out" in out and lstm.model_id in out
     assert "plan: 0 neural models" in out and not list((tmp_path / "artifacts").glob(f"*/{lstm.model_id}"))
     page = html.read_text()
     assert 'id="unshipped"' in page and lstm.model_id in page and 'id="failures"' not in page
     run(RunOptions(profile, build_root=tmp_path / "build", retrain=True))
     out = capsys.readouterr().out
     assert "not shipped yet" not in out and "(0 cached, 1 to train)" in out
-    assert unshipped(profile, plan_all(profile)[1]) == []  # built in the artifacts now: planned like any other
+    assert plan_left_out(profile)[2] == []  # built in the artifacts now: planned like any other
 
 
 def test_status_tables_each_shipped_models_wall_and_cpu_seconds(tiny_shipped, tmp_path, capsys):
