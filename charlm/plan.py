@@ -67,9 +67,10 @@ _NNN_OPTIONS = {  # a profile's [baselines] key -> the charlm.nnn.NNNConfig fiel
     "nnn_decay_after": "decay_after", "nnn_patience": "patience", "nnn_converge_delta": "converge_delta",
     "nnn_converge_window": "converge_window", "nnn_optimizer": "optimizer",
 }  # fmt: skip
+_HIDDEN_FOR_N = "nnn_hidden_for_n"  # [baselines.nnn_hidden_for_n] n = [sizes]: that order's grid instead of nnn_hidden
 _SECTIONS = {
     "ablations": {"archs", "layers", "budget", "lstm_seeds"},
-    "baselines": {"ngram_n", "nnn_n", *_NNN_OPTIONS},
+    "baselines": {"ngram_n", "nnn_n", _HIDDEN_FOR_N, *_NNN_OPTIONS},
     "run": {"workers"},
 }
 _TOP = {
@@ -130,6 +131,18 @@ def _check(path: Path, raw: dict) -> None:
         if unknown:
             raise UserError(
                 f"profile {path}: unknown [{section}] settings {sorted(unknown)} (known: {sorted(allowed)})"
+            )
+    for order, sizes in raw.get("baselines", {}).get(_HIDDEN_FOR_N, {}).items():
+        if (
+            not order.isdigit()
+            or int(order) < 1
+            or not isinstance(sizes, list)
+            or not sizes
+            or not all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in sizes)
+        ):
+            raise UserError(
+                f"profile {path}: [baselines.{_HIDDEN_FOR_N}] maps an order n >= 1 to a list of hidden sizes, "
+                f"got {order} = {sizes!r}"
             )
     if raw.get("splits", "contiguous") not in SPLIT_MODES:
         raise UserError(f"profile {path}: splits must be one of {', '.join(SPLIT_MODES)}")
@@ -282,10 +295,16 @@ def baseline_orders(profile: Profile, extra: tuple[Iterable[int], Iterable[int]]
     return sorted(ngram_n, reverse=True), sorted(nnn_n)
 
 
-def nnn_options(profile: Profile) -> dict:
+def nnn_options(profile: Profile, n: int) -> dict:
+    """The NNNConfig settings of the profile's n-NN of order n: [baselines] nnn_*, with the hidden-size grid of
+    `nnn_hidden_for_n` where it names n (sec 4.3 cross-validates the hidden size; a profile can afford a wider grid
+    at the orders it compares with the paper)."""
     base = profile.baselines
     options = {option: base[key] for key, option in _NNN_OPTIONS.items() if key in base}
-    if "hidden_grid" in options:
+    options["hidden_grid"] = base.get(_HIDDEN_FOR_N, {}).get(str(n), options.get("hidden_grid"))
+    if options["hidden_grid"] is None:
+        del options["hidden_grid"]
+    else:
         options["hidden_grid"] = tuple(options["hidden_grid"])
     return options
 
@@ -337,7 +356,6 @@ def plan_all(
     corpus_args = corpora_override or profile.corpora
     loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
     ngram_n, nnn_n = baseline_orders(profile, extra_orders)
-    options = nnn_options(profile)
     models = []
     for arg, corpus in loaded.items():
         for config in neural_configs(profile, corpus, arg):
@@ -352,6 +370,7 @@ def plan_all(
             folder = ngram.model_folder(corpus, n)
             models.append(Planned("ngram", arg, corpus, folder.name, folder, n=n))
         for n in nnn_n:
+            options = nnn_options(profile, n)
             config = nnn.NNNConfig(corpus.source or corpus.name, n, **options)
             folder = nnn.model_folder(corpus, config)
             shipped = (shipped_folder(profile.name, corpus.artifact_name, folder.name) / MANIFEST).is_file()

@@ -87,8 +87,9 @@ def nnn_configs(profile, corpus) -> list:
     from charlm import nnn
     from charlm.plan import baseline_orders, nnn_options
 
-    options = nnn_options(profile)
-    return [nnn.NNNConfig(corpus.source or corpus.name, n, **options) for n in baseline_orders(profile)[1]]
+    return [
+        nnn.NNNConfig(corpus.source or corpus.name, n, **nnn_options(profile, n)) for n in baseline_orders(profile)[1]
+    ]
 
 
 def is_nnn(config) -> bool:

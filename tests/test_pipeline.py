@@ -79,6 +79,29 @@ def test_unknown_profile_and_unknown_settings_are_user_errors(tmp_path):
         load_profile(str(bad))
 
 
+def test_an_order_can_have_its_own_hidden_grid_and_a_bad_one_is_a_user_error(tmp_path):
+    from charlm.nnn import NNNConfig
+    from charlm.plan import nnn_options
+    from corpora.errors import UserError
+
+    head = (
+        'description = "x"\ncorpora = ["warpeace"]\nanalyses = []\n[[grid]]\ntypes = ["lstm"]\nlayers = [1]\n'
+        "budgets = [8]\n[baselines]\nnnn_n = [2, 3]\nnnn_hidden = [16]\nnnn_lr = 0.01\n"
+    )
+    good = tmp_path / "good.toml"
+    good.write_text(head + "[baselines.nnn_hidden_for_n]\n3 = [16, 32]\n")
+    profile = load_profile(str(good))
+    assert nnn_options(profile, 2) == {"hidden_grid": (16,), "lr": 0.01}
+    assert nnn_options(profile, 3) == {"hidden_grid": (16, 32), "lr": 0.01}
+    # the other orders keep their ids: the grid is part of the id only where it changed
+    assert NNNConfig("warpeace", 2, **nnn_options(profile, 2)) == NNNConfig("warpeace", 2, (16,), lr=0.01)
+    for bad_table in ("x = [16]", "0 = [16]", "3 = []", "3 = [16, 0]", "3 = 16"):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(head + "[baselines.nnn_hidden_for_n]\n" + bad_table + "\n")
+        with pytest.raises(UserError, match="nnn_hidden_for_n"):
+            load_profile(str(bad))
+
+
 @pytest.fixture
 def smoke_profile():
     profile = load_profile("smoke")
