@@ -345,11 +345,10 @@ def _provenance(sessions: list[dict]) -> dict:
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
         "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 3),  # interrupted ones: unknown
-        # None when a session predates the record (models trained before CPU seconds were recorded)
+        # None when a session predates the record (models trained before CPU seconds were recorded) or was
+        # interrupted (killed with its session: what it used is unknown; metrics.json's seconds count it)
         "cpu_seconds": (
-            round(sum(s["cpu_seconds"] for s in sessions if s.get("finished")), 3)
-            if all("cpu_seconds" in s for s in sessions if s.get("finished"))
-            else None
+            round(sum(s["cpu_seconds"] for s in sessions), 3) if all("cpu_seconds" in s for s in sessions) else None
         ),
         "sessions": sessions,
     }

@@ -377,3 +377,14 @@ def test_status_tables_each_shipped_models_wall_and_cpu_seconds(tiny_shipped, tm
     rows = [line.split(" | ") for line in lines[2:] if line.startswith("| small")]
     assert len(rows) == 2 and all(row[5].isdigit() for row in rows)  # CPU seconds, recorded for both
     assert "2 of 2 models shipped" in lines[-1] and "CPU seconds recorded for 2 of them" in lines[-1]
+
+
+def test_cpu_seconds_are_summed_over_sessions_and_unknown_when_one_was_interrupted():
+    def session(finished, cpu=None):
+        record = {"command": "c", "git": {"commit": "abc", "uncommitted_changes": False, "uncommitted_files": []},
+                  "machine": {}, "started": "t0", "finished": finished, "wall_seconds": 10.0}  # fmt: skip
+        return record if cpu is None else {**record, "cpu_seconds": cpu}
+
+    assert ship._provenance([session("t1", 4.0), session("t2", 5.5)])["cpu_seconds"] == 9.5
+    killed = {**session(None), "interrupted": True}  # its process ended with its session: no seconds recorded
+    assert ship._provenance([killed, session("t2", 5.5)])["cpu_seconds"] is None
