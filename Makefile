@@ -28,7 +28,7 @@ INSTALL_STAMP   := $(VENV)/.charlm-installed
 # Debian/Ubuntu packages: KenLM build, weasyprint (PDF), headless chromium (render check), poppler (pdftoppm).
 APT_PACKAGES    := build-essential cmake libboost-program-options-dev libboost-system-dev \
                    libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev \
-                   libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core chromium poppler-utils
+                   libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core fonts-symbola chromium poppler-utils
 # Added when $(PYTHON) is missing or lacks venv/ensurepip or its C headers (Python.h, for the kenlm module).
 APT_PYTHON      := python3 python3-venv python3-dev
 
@@ -87,6 +87,7 @@ sysdeps: ## install missing system packages (apt, as root); elsewhere list what 
 	    ldconfig -p 2>/dev/null | grep -q "$$l" || missing="$$missing $$l"; \
 	  done; \
 	  fc-list 2>/dev/null | grep -qi dejavu || missing="$$missing DejaVu-fonts"; \
+	  fc-list 2>/dev/null | grep -qi symbola || missing="$$missing Symbola-font(the-control-pictures)"; \
 	  if [ -n "$$missing" ]; then echo "sysdeps: not Debian/apt; missing:$$missing" >&2; exit 1; fi; \
 	  echo "sysdeps OK"; \
 	fi

@@ -273,8 +273,26 @@ def save_figure(fig, path: Path) -> Path:
     return path
 
 
+# Byte labels (charlm.score.byte_label) draw control pictures; DejaVu lacks some (the carriage return's),
+# Symbola has them all (`make sysdeps` installs it). Glyphs missing from the first font come from the next.
+SYMBOL_FONT = "Symbola"
+
+
+@functools.cache
+def _symbol_font() -> list[str]:
+    """[SYMBOL_FONT] when the machine has it (added to matplotlib's font list if its cache predates it), else []."""
+    from matplotlib import font_manager
+
+    if SYMBOL_FONT not in {f.name for f in font_manager.fontManager.ttflist}:
+        for path in font_manager.findSystemFonts():
+            if SYMBOL_FONT.lower() in Path(path).name.lower():
+                font_manager.fontManager.addfont(path)
+    return [SYMBOL_FONT] if SYMBOL_FONT in {f.name for f in font_manager.fontManager.ttflist} else []
+
+
 def style() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    plt.rcParams["font.family"] = ["DejaVu Sans", *_symbol_font(), "sans-serif"]
 
 
 # ------------------------------------------------------------------------------------- the CLI

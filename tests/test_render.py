@@ -289,3 +289,35 @@ def test_a_failed_section_and_a_failed_model_are_shown_in_red_with_error_command
 
 
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &amp; friends"
+
+
+def _label_characters() -> list[str]:
+    from charlm.score import LABELS
+
+    return sorted({ch for label in LABELS for ch in label if ord(ch) > 0x7E} | {"\u2423"})  # ␣: char_advantage's space
+
+
+@pytest.mark.skipif(shutil.which("fc-list") is None, reason="fontconfig's fc-list is not installed")
+def test_the_pdf_has_a_font_for_every_byte_label():
+    import subprocess
+
+    # weasyprint draws a glyph from any font fontconfig offers; `make sysdeps` installs DejaVu and Symbola
+    missing = [
+        f"U+{ord(ch):04X}" for ch in _label_characters()
+        if not subprocess.run(["fc-list", f":charset={ord(ch):x}", "family"], capture_output=True, text=True).stdout
+    ]  # fmt: skip
+    assert not missing, f"no installed font draws {missing}: run `make sysdeps`"
+
+
+def test_the_figures_have_a_font_for_every_byte_label():
+    import matplotlib.pyplot as plt
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    from analyses.common import style
+
+    style()
+    fonts = [FT2Font(str(p)) for p in font_manager.fontManager._find_fonts_by_props(
+        font_manager.FontProperties(family=plt.rcParams["font.family"]))]  # fmt: skip
+    missing = [f"U+{ord(ch):04X}" for ch in _label_characters() if not any(f.get_char_index(ord(ch)) for f in fonts)]
+    assert not missing, f"the figures' fonts ({plt.rcParams['font.family']}) do not draw {missing}"
