@@ -84,7 +84,9 @@ def _baseline_row(m: dict, directory: Path) -> dict:
     family = m.get("kind", directory.name.split("-")[0])
     key = m.get("corpus_key", m.get("corpus_sha256"))
     if family == "nnn":
-        config = {k: v for k, v in (m.get("config") or {}).items() if k not in ("corpus", "n")}
+        # the hidden-size grid is the model's own selection (sec 4.3 cross-validates it), not its recipe: a profile
+        # may give one order a wider grid ([baselines.nnn_hidden_for_n]) and its n-NNs still compare
+        config = {k: v for k, v in (m.get("config") or {}).items() if k not in ("corpus", "n", "hidden_grid")}
     else:
         config = {"kenlm": m.get("kenlm")}
     return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -249,3 +250,19 @@ def test_nothing_below_the_report_imports_it():
                 offenders += [f"{path.relative_to(common.REPO)}:{node.lineno} {n}" for n in names
                               if n == "reports" or n.startswith("reports.")]  # fmt: skip
     assert offenders == []
+
+
+def test_nnns_that_differ_only_in_their_hidden_grid_share_a_recipe():
+    """A profile may cross-validate a wider hidden grid at one order (reference: 256 and 512 at n = 3); that n-NN
+    is still compared with the others, while another learning rate is another recipe."""
+    from analyses.context import _baseline_row
+
+    def metrics(n, **config):
+        base = {"n": n, "hidden_grid": [256], "lr": 4e-3, "optimizer": "adam", "seed": 0, "corpus": "warpeace"}
+        return {"kind": "nnn", "model_id": f"nnn-n{n}", "corpus_key": "k", "best_hidden": 256,
+                "config": {**base, **config}}  # fmt: skip
+
+    recipe = {n: _baseline_row(metrics(n), Path(f"nnn-n{n}"))["recipe"] for n in (2, 4)}
+    wider = _baseline_row(metrics(3, hidden_grid=[256, 512]), Path("nnn-n3"))["recipe"]
+    other_lr = _baseline_row(metrics(3, lr=5e-3), Path("nnn-n3"))["recipe"]
+    assert recipe[2] == recipe[4] == wider != other_lr
