@@ -25,6 +25,7 @@ import functools
 import hashlib
 import importlib
 import json
+import logging
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -293,6 +294,9 @@ def _symbol_font() -> list[str]:
 def style() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
     plt.rcParams["font.family"] = ["DejaVu Sans", *_symbol_font(), "sans-serif"]
+    # Symbola has no bold face: matplotlib says so once per bold title ("Failed to find font weight bold"),
+    # though DejaVu Sans Bold draws every letter and Symbola only the control pictures
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 
 
 # ------------------------------------------------------------------------------------- the CLI
