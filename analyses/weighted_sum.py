@@ -409,7 +409,8 @@ def plot(df: pd.DataFrame):
         ax = fig.add_subplot(span_grid[0, k])
         sub = spans[spans["corpus"] == corpus]
         hue = "layer" if n_layers > 1 else None
-        sns.boxplot(data=sub, x="model", y="value", hue=hue, log_scale=True, showfliers=False, ax=ax, color="0.85")
+        shade = {"palette": "dark:0.85"} if hue else {"color": "0.85"}  # layers: greys from dark to light
+        sns.boxplot(data=sub, x="model", y="value", hue=hue, log_scale=True, showfliers=False, ax=ax, **shade)
         sns.stripplot(data=sub, x="model", y="value", hue=hue, dodge=hue is not None, log_scale=True, size=2,
                       alpha=0.5, ax=ax, legend=False)  # fmt: skip
         ax.axhline(BPTT, color="C3", lw=0.8, ls="--")
