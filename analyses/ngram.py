@@ -68,15 +68,17 @@ def compute(ctx: Context) -> pd.DataFrame:
         raise MissingInput("no n-gram or n-NN baselines: build them with `python -m analyses.ngram --corpus NAME`")
     for _, row in baselines.iterrows():
         mean, std = ctx.predictions(row, split).cross_entropy(resamples)
+        grid = (ctx.metrics(row).get("config") or {}).get("hidden_grid") if row["family"] == "nnn" else None
         rows.append({
             "corpus": row["corpus"], "family": row["family"], "n": int(row["n"]), "split": split,
             "splits": row["corpus_splits"],
             "ce_nats": mean, "ce_bits": mean / LN2, "ce_std": std, "hidden": row["size"],
+            "hidden_grid": "/".join(str(h) for h in grid) if grid else None,  # the sizes validation chose among
             "chars_trained": row["chars_trained"], "disk_bytes": _disk_bytes(Path(row["dir"])),
             "build_seconds": row["seconds"], "model_id": row["model_id"],
         })  # fmt: skip
-    cols = ["corpus", "family", "n", "split", "splits", "ce_nats", "ce_bits", "ce_std", "hidden", "chars_trained",
-            "disk_bytes", "build_seconds", "model_id"]  # fmt: skip
+    cols = ["corpus", "family", "n", "split", "splits", "ce_nats", "ce_bits", "ce_std", "hidden", "hidden_grid",
+            "chars_trained", "disk_bytes", "build_seconds", "model_id"]  # fmt: skip
     df = pd.DataFrame(rows, columns=cols)
     return df.sort_values(["corpus", "family", "n"], ignore_index=True)
 
@@ -172,12 +174,27 @@ def notes(df: pd.DataFrame) -> list[str]:
     if not nnn.empty:
         chars = sorted({int(c) for c in nnn["chars_trained"].dropna()})
         out.append(
-            "The n-NNs chose their hidden size on validation from a grid "
-            f"({', '.join(str(int(h)) for h in sorted(nnn['hidden'].dropna().unique()))} chosen) and saw "
+            f"The n-NNs chose their hidden size on validation: {_grid_sentence(nnn)}. They saw "
             f"{', '.join(f'{c:,}' for c in chars)} training characters; the paper cross-validated the hidden size "
             "with the full recipe, so our n-NNs for larger n can sit above its numbers."
         )
     return out
+
+
+def _grid_sentence(nnn: pd.DataFrame) -> str:
+    """Which orders chose among which hidden sizes, and what they chose: "n = 3 among 256/512 (512 chosen on
+    linux, warpeace); n = 1, 2, 4, 5, 6 among 256 (256 chosen)"."""
+    grids = nnn.assign(grid=nnn["hidden_grid"].fillna("?"))
+    parts = []
+    for grid, group in grids.groupby("grid", sort=False):
+        orders = ", ".join(str(n) for n in sorted(group["n"].unique()))
+        chosen = "; ".join(
+            f"{int(h)} chosen" + (f" on {', '.join(sorted(g['corpus'].unique()))}" if group["hidden"].nunique() > 1
+                                  or "/" in grid else "")
+            for h, g in group.groupby("hidden")
+        )  # fmt: skip
+        parts.append(f"n = {orders} among {grid} ({chosen})")
+    return "; ".join(parts)
 
 
 def add_arguments(parser) -> None:
