@@ -262,7 +262,10 @@ def read_table(path: Path) -> pd.DataFrame:
     """A table written by save_table; ids, hashes and text stay strings (a hash like "1e5432" would parse as a float,
     the character "7" or a sample of digits as a number)."""
     header = pd.read_csv(path, nrows=0).columns
-    text = [c for c in header if c.endswith("_id") or c in ("digest", "recipe", "variant", "group") + TEXT_COLUMNS]
+    text = [
+        c for c in header
+        if c.endswith("_id") or c in ("digest", "recipe", "variant", "group", "hidden_grid") + TEXT_COLUMNS
+    ]  # fmt: skip
     return pd.read_csv(path, dtype={c: str for c in text})
 
 

@@ -184,7 +184,8 @@ def notes(df: pd.DataFrame) -> list[str]:
 def _grid_sentence(nnn: pd.DataFrame) -> str:
     """Which orders chose among which hidden sizes, and what they chose: "n = 3 among 256/512 (512 chosen on
     linux, warpeace); n = 1, 2, 4, 5, 6 among 256 (256 chosen)"."""
-    grids = nnn.assign(grid=nnn["hidden_grid"].fillna("?"))
+    grid = nnn["hidden_grid"] if "hidden_grid" in nnn else pd.Series("?", index=nnn.index)
+    grids = nnn.assign(grid=grid.fillna("?").astype(str))
     parts = []
     for grid, group in grids.groupby("grid", sort=False):
         orders = ", ".join(str(n) for n in sorted(group["n"].unique()))

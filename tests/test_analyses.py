@@ -268,13 +268,15 @@ def test_nnns_that_differ_only_in_their_hidden_grid_share_a_recipe():
     assert recipe[2] == recipe[4] == wider != other_lr
 
 
-def test_the_ngram_caption_says_which_orders_chose_among_which_hidden_sizes():
+def test_the_ngram_caption_says_which_orders_chose_among_which_hidden_sizes(tmp_path):
+    from analyses.common import read_table, save_table
     from analyses.ngram import _grid_sentence
 
     nnn = pd.DataFrame({
         "n": [1, 2, 3, 1, 3], "corpus": ["warpeace"] * 3 + ["linux"] * 2, "hidden": [256, 256, 512, 256, 256],
         "hidden_grid": ["256", "256", "256/512", "256", "256/512"],
     })  # fmt: skip
+    nnn = read_table(save_table(nnn, tmp_path / "ngram.csv"))  # as the report reads it back: "256" stays text
     assert _grid_sentence(nnn) == (
         "n = 1, 2 among 256 (256 chosen); n = 3 among 256/512 (256 chosen on linux; 512 chosen on warpeace)"
     )
