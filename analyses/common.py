@@ -287,11 +287,14 @@ def _symbol_font() -> list[str]:
     """[SYMBOL_FONT] when the machine has it (added to matplotlib's font list if its cache predates it), else []."""
     from matplotlib import font_manager
 
-    if SYMBOL_FONT not in {f.name for f in font_manager.fontManager.ttflist}:
+    def known() -> bool:
+        return any(f.name == SYMBOL_FONT for f in font_manager.fontManager.ttflist)
+
+    if not known():
         for path in font_manager.findSystemFonts():
             if SYMBOL_FONT.lower() in Path(path).name.lower():
                 font_manager.fontManager.addfont(path)
-    return [SYMBOL_FONT] if SYMBOL_FONT in {f.name for f in font_manager.fontManager.ttflist} else []
+    return [SYMBOL_FONT] if known() else []
 
 
 def style() -> None:

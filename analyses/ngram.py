@@ -182,19 +182,18 @@ def notes(df: pd.DataFrame) -> list[str]:
 
 
 def _grid_sentence(nnn: pd.DataFrame) -> str:
-    """Which orders chose among which hidden sizes, and what they chose: "n = 3 among 256/512 (512 chosen on
-    linux, warpeace); n = 1, 2, 4, 5, 6 among 256 (256 chosen)"."""
+    """Which orders chose among which hidden sizes, and what they chose: "n = 1, 2, 4, 5, 6 among 256 (256 chosen);
+    n = 3 among 256/512 (512 chosen on linux, warpeace)"."""
     grid = nnn["hidden_grid"] if "hidden_grid" in nnn else pd.Series("?", index=nnn.index)
-    grids = nnn.assign(grid=grid.fillna("?").astype(str))
     parts = []
-    for grid, group in grids.groupby("grid", sort=False):
+    for sizes, group in nnn.groupby(grid.fillna("?").astype(str), sort=False):
         orders = ", ".join(str(n) for n in sorted(group["n"].unique()))
+        where = "/" in sizes  # a real choice: say on which corpora each size won
         chosen = "; ".join(
-            f"{int(h)} chosen" + (f" on {', '.join(sorted(g['corpus'].unique()))}" if group["hidden"].nunique() > 1
-                                  or "/" in grid else "")
+            f"{int(h)} chosen" + (f" on {', '.join(sorted(g['corpus'].unique()))}" if where else "")
             for h, g in group.groupby("hidden")
-        )  # fmt: skip
-        parts.append(f"n = {orders} among {grid} ({chosen})")
+        )
+        parts.append(f"n = {orders} among {sizes} ({chosen})")
     return "; ".join(parts)
 
 

@@ -301,11 +301,9 @@ def nnn_options(profile: Profile, n: int) -> dict:
     at the orders it compares with the paper)."""
     base = profile.baselines
     options = {option: base[key] for key, option in _NNN_OPTIONS.items() if key in base}
-    options["hidden_grid"] = base.get(_HIDDEN_FOR_N, {}).get(str(n), options.get("hidden_grid"))
-    if options["hidden_grid"] is None:
-        del options["hidden_grid"]
-    else:
-        options["hidden_grid"] = tuple(options["hidden_grid"])
+    grid = base.get(_HIDDEN_FOR_N, {}).get(str(n), base.get("nnn_hidden"))
+    if grid is not None:
+        options["hidden_grid"] = tuple(grid)
     return options
 
 
