@@ -450,6 +450,8 @@ class ModelCost:
     horizon: str = ""  # where the epochs come from: "budget", "cap", "median of k finished ..."
     seconds: dict = field(default_factory=dict)  # phase -> seconds (training, validation, predictions, kenlm, nnn)
     disk: int = 0  # bytes the run adds
+    trained_s: float | None = None  # measured: the training seconds a finished copy recorded (one worker's wall)
+    cpu_s: float | None = None  # measured: its CPU seconds, where a shipped manifest records them (issue 22 on)
 
     @property
     def total_s(self) -> float:
@@ -553,6 +555,22 @@ def checkpoints_lacking_predictions(folder: Path, snapshots: bool) -> int | None
     if snapshots:
         checkpoints += [Path(folder) / s["file"] for s in metrics.get("snapshots") or []]
     return sum(not checkpoint_predictions_path(c, "test").is_file() for c in checkpoints)
+
+
+def measured_training(planned, problem: str | None, profile_name: str) -> tuple[float | None, float | None]:
+    """What training a finished copy of `planned` took, as recorded: (training seconds, CPU seconds). The copy is the
+    artifact when it is finished here, else the shipped one; (None, None) when there is neither. `--plan --retrain`
+    prints them next to the estimate, so an estimate can be checked against what the same model took."""
+    shipped = shipped_folder(profile_name, planned.corpus.artifact_name, planned.model_id) if planned.shipped else None
+    folder = planned.directory if problem is None else shipped
+    metrics = complete_metrics(folder / "metrics.json") if folder is not None else None
+    if metrics is None:
+        return None, None
+    try:
+        cpu = read_manifest(shipped).get("cpu_seconds") if shipped is not None else None
+    except (OSError, ValueError):
+        cpu = None
+    return metrics.get("seconds"), cpu
 
 
 def neural_cost(planned, cal: Calibration, threads: int, snapshots: bool, runs: list[dict], problem: str | None,
@@ -903,6 +921,16 @@ class Estimate:
                 f"estimate: {len(cached)} models are cached and {len(shipped)} shipped (models/{self.profile}/, "
                 f"installed, not trained): {free} of them cost nothing, the others only the predictions they lack"
             )
+        finished = [c for c in self.costs if c.trained_s is not None]
+        if finished:
+            cpu = [c.cpu_s for c in finished if c.cpu_s is not None]
+            lines.append(
+                f"measured: {len(finished)} of {len(self.costs)} models have a finished copy (cached or shipped); "
+                f"their training took {duration(sum(c.trained_s for c in finished))} of one worker each, "
+                f"{duration(makespan((c.trained_s for c in finished), self.workers))} on {self.workers} worker(s) "
+                f"(column `trained s`: recorded wall seconds; `CPU s` for the {len(cpu)} whose manifest records "
+                f"them: {duration(sum(cpu))})"
+            )
         horizons: dict[str, list] = {}
         for c in todo:
             if c.horizon and c.horizon not in ("character budget", "recorded"):
@@ -989,6 +1017,9 @@ def estimate(
                 costs[m.model_id] = nnn_cost(m, cal, threads, runs, problems[m.model_id], retrain, profile.name)
         except NotCalibrated:
             costs[m.model_id] = ModelCost(m.model_id, m.kind, m.corpus.name, UNCALIBRATED)
+        if m.kind in ("neural", "nnn"):
+            measured = measured_training(m, problems[m.model_id], profile.name)
+            costs[m.model_id].trained_s, costs[m.model_id].cpu_s = measured
     by_corpus: dict[str, list] = {}
     for m in models:
         if m.kind == "ngram":

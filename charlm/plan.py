@@ -206,12 +206,15 @@ class Planned:
 
     def row(self, cost=None) -> dict:
         """One line of `--plan`; with its `charlm.cost.ModelCost`, also what it costs: the characters still to train
-        (the budget, or the expected epochs x the train split), those epochs, estimated seconds and new disk."""
+        (the budget, or the expected epochs x the train split), those epochs, estimated seconds and new disk; and
+        for a model with a finished copy, what its training took (recorded seconds, and CPU seconds if shipped)."""
         row = self._shape_row()
         if cost is not None:
             row.update({
                 "train chars": cost.chars, "epochs": None if cost.epochs is None else round(cost.epochs, 2),
                 "status": cost.status, "est. seconds": round(cost.total_s), "disk MB": round(cost.disk / 1e6),
+                "trained s": None if cost.trained_s is None else round(cost.trained_s),
+                "CPU s": None if cost.cpu_s is None else round(cost.cpu_s),
             })  # fmt: skip
         return row
 

@@ -46,7 +46,7 @@ def print_plan(
 ) -> pd.DataFrame:
     """Every model with what it costs, then the totals (charlm.cost.Estimate.summary)."""
     table = pd.DataFrame([m.row(c) for m, c in zip(models, estimate.costs, strict=True)])
-    for column in ("layers", "width", "seed", "params", "train chars", "est. seconds", "disk MB"):
+    for column in ("layers", "width", "seed", "params", "train chars", "est. seconds", "disk MB", "trained s", "CPU s"):
         table[column] = table[column].astype("Int64").astype(object)  # integers, and blanks for baselines
     table = table.drop(columns=["cached", "shipped"]).astype(object).where(table.notna(), "")  # status says both
     with pd.option_context("display.max_rows", 1000, "display.width", 250):

@@ -262,6 +262,32 @@ def test_every_profile_gets_seconds_and_disk_for_each_model_and_a_wall_time(name
     assert "wall time about" in summary and ("wants a GPU" in summary) == profile.wants_gpu
 
 
+def test_a_finished_model_shows_what_its_training_took_next_to_the_estimate(
+    tmp_path, artifacts, text_10k, fake_measurements
+):
+    """Issue 22: `--plan` says what each finished model took (recorded), here and in models/, so the estimate can
+    be read against it: a cached model's metrics, a shipped one's manifest (CPU seconds included)."""
+    profile = one_lstm_profile()
+    (model,) = plan(profile, [str(text_10k)])[1]
+    quiet = {"workers": 2, "threads": 1, "snapshots": False, "say": lambda _: None, "calibrate": True}
+    assert cost.estimate(profile, [model], **quiet).costs[0].trained_s is None  # nothing finished: nothing measured
+    model.directory.mkdir(parents=True)
+    (model.directory / "metrics.json").write_text(json.dumps({"complete": True, "snapshots": [], "seconds": 12.5}))
+    est = cost.estimate(profile, [model], problems={model.model_id: None}, **quiet)
+    assert (est.costs[0].trained_s, est.costs[0].cpu_s) == (12.5, None)
+    assert model.row(est.costs[0])["trained s"] == 12 and "training took 12 s of one worker" in "\n".join(est.summary())
+
+    reference = load_profile("reference")
+    shipped = [m for m in plan(reference, None)[1] if m.shipped and m.kind != "ngram"]
+    est = cost.estimate(reference, shipped, retrain=True, **quiet)  # retrained: estimated, and measured beside it
+    for m, c in zip(shipped, est.costs, strict=True):
+        manifest = json.loads((cost.shipped_folder("reference", m.corpus.artifact_name, m.model_id)
+                               / "manifest.json").read_text())  # fmt: skip
+        assert c.status == "train" and c.total_s > 0
+        assert c.trained_s == manifest["training_seconds"] and c.cpu_s == manifest.get("cpu_seconds")
+    assert any(c.cpu_s is not None for c in est.costs)
+
+
 def test_plan_prints_each_models_cost_and_the_total(tmp_path, monkeypatch, capsys, small_text_file, fake_measurements):
     """`python -m reports --plan` on the smoke profile, every throughput faked: the table has the estimate columns
     and the totals say the wall time for the workers asked for."""
@@ -271,7 +297,7 @@ def test_plan_prints_each_models_cost_and_the_total(tmp_path, monkeypatch, capsy
     assert main(["--profile", "smoke", "--corpus", str(small_text_file), "--plan", "--workers", "3"]) == 0
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if "est. seconds" in line)
-    assert all(column in header for column in ("train chars", "epochs", "status", "disk MB"))
+    assert all(column in header for column in ("train chars", "epochs", "status", "disk MB", "trained s", "CPU s"))
     assert "on 3 worker(s)" in out and "wall time about" in out and "GB of new artifacts" in out
     assert "calibrated on Test CPU 9000" in out
     assert not (tmp_path / "artifacts").exists()  # a plan trains nothing
