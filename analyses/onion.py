@@ -40,7 +40,7 @@ import seaborn as sns
 from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, arch_rank, headline_id, report_order, source_digest, style
+from .common import analysis_main, headline_id, report_order, source_digest, style
 from .context import Context, Needs
 
 TITLE = "Peeling the onion: error categories"
@@ -291,9 +291,10 @@ def _fmt_pct(x: float) -> str:
 
 
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """Per corpus and category group: the share of errors of every model (seeds averaged), the small LSTM's extra
-    errors, the paper's breakdown, and one example string of the large LSTM."""
-    rows, placement = [], {}  # placement: where a model's column goes (the report's order, across corpora)
+    """One row per corpus and model configuration (seeds averaged): its share of errors in each category group, its
+    errors and error rate; then the small LSTM's extra errors by group, and on War and Peace the paper's two rows.
+    Long, not wide: a reference report peels 40-odd networks, one column each would not fit a page."""
+    rows, columns = [], set()
     for corpus, sub in df.groupby("corpus", sort=False):
         groups = _by_group(sub)
         groups = (
@@ -301,49 +302,51 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
             .loc[report_order(sub.drop_duplicates("model_id"), "seed")["model_id"]]
             .reset_index()
         )
-        configs = groups.groupby("group_id", sort=False)
-        extra = _extra(df, corpus)
-        large = sub[sub["role"] == "large"]
         present = [g for g in GROUPS if g != "remaining" or groups.loc[groups["group"] == g, "removed"].sum() > 0]
-        for group in [*present, "errors", "error rate"]:
-            row = {"corpus": corpus, "category": group}
-            for _, cfg in configs:
-                name = cfg["model"].iloc[0] + (
-                    f" ({cfg['model_id'].nunique()} seeds)" if cfg["model_id"].nunique() > 1 else ""
-                )
-                models = cfg.drop_duplicates("model_id")
-                placement.setdefault(name, (arch_rank(cfg["arch"].iloc[0]), -cfg["budget"].fillna(cfg["size"]).iloc[0]))
-                if group == "errors":
-                    row[name] = f"{models['errors'].mean():,.0f}"
-                elif group == "error rate":
-                    row[name] = _fmt_pct((models["errors"] / models["positions"]).mean())
-                else:
-                    row[name] = _fmt_pct(cfg.loc[cfg["group"] == group, "share"].mean())
-            if extra is not None:
-                total = extra.sum()
-                row["small - large: extra errors"] = (
-                    f"{total:,.0f}" if group == "errors" else "" if group == "error rate"
-                    else f"{extra.get(group, 0):,.0f} ({_fmt_pct(extra.get(group, 0) / total) if total else '-'})"
-                )  # fmt: skip
-            if corpus == "warpeace":  # the paper's numbers are for War and Peace only
-                paper = PAPER["best_share"].get(group)
-                row["paper: best LSTM"] = {
-                    "errors": f"{PAPER['best_errors']:,}", "error rate": "42 %",
-                    "punctuation": "30 % with boost", "boost": "(with punctuation)",
-                }.get(group, f"{paper} %" if paper is not None else "")  # fmt: skip
-                row["paper: 50K LSTM extra"] = {
-                    "errors": "44,000 (184,000 in all)", "error rate": "56 %", "n-gram": "36,000 (81 %)",
-                    "boost": "5,000 (11 %)",
-                    **dict.fromkeys(["dynamic memory", "rare words", "word model", "punctuation"], "3,000 together"),
-                }.get(group, "")  # fmt: skip
-            if not large.empty and group in GROUPS:
-                cats = large[(large["group"] == group) & (large["removed"] > 0)]
-                row["example (large LSTM)"] = cats.loc[cats["removed"].idxmax(), "example_1"] if len(cats) else ""
+        columns.update(present)
+        for _, cfg in groups.groupby("group_id", sort=False):
+            models = cfg.drop_duplicates("model_id")
+            seeds = models["model_id"].nunique()
+            row = {"corpus": corpus, "model": cfg["model"].iloc[0] + (f" ({seeds} seeds)" if seeds > 1 else "")}
+            row |= {g: _fmt_pct(cfg.loc[cfg["group"] == g, "share"].mean()) for g in present}
+            row |= {"errors": f"{models['errors'].mean():,.0f}",
+                    "error rate": _fmt_pct((models["errors"] / models["positions"]).mean())}  # fmt: skip
             rows.append(row)
-    table = pd.DataFrame(rows).fillna("")
-    back = ["small - large: extra errors", "paper: best LSTM", "paper: 50K LSTM extra", "example (large LSTM)"]
-    models = sorted((c for c in table.columns if c not in ("corpus", "category", *back)), key=placement.get)
-    return table[["corpus", "category", *models, *[c for c in back if c in table.columns]]]
+        extra = _extra(df, corpus)
+        if extra is not None:
+            total = extra.sum()
+            row = {"corpus": corpus, "model": "small - large: extra errors", "errors": f"{total:,.0f}"}
+            row |= {g: f"{extra.get(g, 0):,.0f} ({_fmt_pct(extra.get(g, 0) / total) if total else '-'})"
+                    for g in present}  # fmt: skip
+            rows.append(row)
+        if corpus == "warpeace":  # the paper's numbers are for War and Peace only
+            together = dict.fromkeys(["dynamic memory", "rare words", "word model", "punctuation"], "3,000 together")
+            rows += [
+                {"corpus": corpus, "model": "paper: best LSTM", **{g: f"{v} %" for g, v in PAPER["best_share"].items()},
+                 "punctuation": "30 % with boost", "boost": "in punctuation", "errors": f"{PAPER['best_errors']:,}",
+                 "error rate": "42 %"},
+                {"corpus": corpus, "model": "paper: 50K LSTM extra", "n-gram": "36,000 (81 %)", **together,
+                 "boost": "5,000 (11 %)", "errors": "44,000 of 184,000", "error rate": "56 %"},
+            ]  # fmt: skip
+            columns.update(["punctuation", "boost"])
+    table = pd.DataFrame(rows)
+    order = ["corpus", "model", *[g for g in GROUPS if g in columns], "errors", "error rate"]
+    return table.reindex(columns=order).fillna("")
+
+
+def examples(df: pd.DataFrame) -> list[str]:
+    """Per corpus, one error of the large LSTM in each category group: the one of its category that removed most."""
+    out = []
+    for corpus, sub in df.groupby("corpus", sort=False):
+        large = sub[(sub["role"] == "large") & (sub["removed"] > 0)]
+        shown = []
+        for group in GROUPS:
+            cats = large[large["group"] == group]
+            if len(cats):
+                shown.append(f"{group}: {cats.loc[cats['removed'].idxmax(), 'example_1']}")
+        if shown:
+            out.append(f"Errors of the large LSTM on {corpus}, one per category group: " + "; ".join(shown) + ".")
+    return out
 
 
 def plot(df: pd.DataFrame):
@@ -472,6 +475,7 @@ def notes(df: pd.DataFrame) -> list[str]:
         "by a word byte, and a tab counts as a space; the boost oracles add "
         f"{', '.join(c.split()[-1] for c in boosts)} to p(correct) (the paper does not state its amounts)"
         + (", so nothing remains after the last." if float(boosts[-1].split()[-1]) >= 0.5 else "."),
+        *examples(df),
         "Examples show the text before the error, the erred character in «», and a little after; \\n, \\r and \\t "
         "are the newline, carriage return and tab bytes.",
         "The dynamic-memory window never reaches back before the test split's start."

@@ -114,10 +114,14 @@ def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, art
     ex = wide[wide["removed"] > 0]["example_1"]
     assert ex.str.contains("«").all() and not ex.str.contains("\n").any()
     table = onion.with_paper(df)
-    assert "paper: best LSTM" not in table.columns  # the paper's numbers are War and Peace's, not any corpus's
-    table = onion.with_paper(df.assign(corpus="warpeace"))
-    assert table.loc[table["category"] == "n-gram", "paper: best LSTM"].iloc[0] == "18 %"
-    assert list(table.columns[:3]) == ["corpus", "category", "LSTM H16"] and table.columns[-1] == "example (large LSTM)"
+    assert "paper: best LSTM" not in set(table["model"])  # the paper's numbers are War and Peace's, not any corpus's
+    table = onion.with_paper(df.assign(corpus="warpeace")).set_index("model")
+    assert table.loc["paper: best LSTM", "n-gram"] == "18 %"
+    assert list(table.columns[:2]) == ["corpus", "n-gram"] and list(table.columns[-2:]) == ["errors", "error rate"]
+    assert table.loc["LSTM H16", "errors"] == f"{given[('lstm', 16)]:,}"  # one row per model, long not wide
+    assert table.loc["small - large: extra errors", "errors"] == f"{T - given[('lstm', 16)]:,}"
+    (example,) = onion.examples(df)  # the large LSTM's errors, one per category group, in the notes
+    assert example.startswith("Errors of the large LSTM on") and "n-gram: " in example and "«" in example
     # the large LSTM errs on the odd positions; the 3-gram's right answers among them (t % 14 == 7) are its n-gram
     # errors; the small LSTM errs everywhere, so it makes T - T // 2 more
     large_share = (t % 14 == 7).sum() / given[("lstm", 16)]
