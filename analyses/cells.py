@@ -546,7 +546,7 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
             ]
         table[f"loss, {words}, vs random"] = cells[f"lm_{how}_vs_random"].fillna("")
     table["Fig 2"] = cells["paper_cell"].fillna("").replace("", "-")
-    return pd.DataFrame(table)
+    return pd.DataFrame(table).set_index(["corpus", "feature", "model", "layer", "internal"])  # what names a row
 
 
 HEATMAPS = (  # (column, what it is measured against)

@@ -177,6 +177,7 @@ class TableView:
     columns: list[str]
     numeric: list[bool]
     rows: list[list[str]]
+    keys: int | None = None  # how many leading columns name a row: a meaningful index's levels (see key_columns)
 
     @property
     def breakable(self) -> list[bool]:
@@ -187,16 +188,17 @@ class TableView:
         """
         return [any(len(word) > 24 for row in self.rows for word in row[i].split()) for i in range(len(self.columns))]
 
+    def column_width(self, i: int) -> int:
+        """Rough minimum width of column i in characters: its header wraps at spaces, numbers never wrap, text is
+        counted as wrapped at 30 characters; plus cell padding."""
+        cells = max((len(row[i]) for row in self.rows), default=0)
+        header_word = max((len(w) for w in self.columns[i].split()), default=0)
+        return 2 + max(header_word, cells if self.numeric[i] else min(30, cells))
+
     @property
     def width(self) -> int:
-        """Rough minimum width in characters: headers wrap at spaces, numbers never
-        wrap, text is counted as wrapped at 30 characters; plus cell padding."""
-        total = 0
-        for i, header in enumerate(self.columns):
-            cells = max((len(row[i]) for row in self.rows), default=0)
-            header_word = max((len(w) for w in header.split()), default=0)
-            total += 2 + max(header_word, cells if self.numeric[i] else min(30, cells))
-        return total
+        """Rough minimum width of the table in characters (the sum of :meth:`column_width`)."""
+        return sum(self.column_width(i) for i in range(len(self.columns)))
 
     @property
     def fit(self) -> tuple[str, bool]:
@@ -208,13 +210,50 @@ class TableView:
 
     @property
     def overflows(self) -> bool:
-        """Too wide even for the smallest landscape layout (render logs a warning)."""
+        """Too wide even for the smallest landscape layout (then it is printed in parts: :meth:`print_parts`)."""
         return self.width > PRINT_FITS[-1][2]
+
+    @property
+    def key_columns(self) -> int:
+        """How many leading columns name a row: the levels of the DataFrame's index when it had a meaningful one,
+        else its text columns before the first number (1 to 3)."""
+        if self.keys:
+            return min(self.keys, len(self.columns))
+        keys = 0
+        while keys < min(3, len(self.columns) - 1) and not self.numeric[keys]:
+            keys += 1
+        return max(1, keys)
+
+    def columns_view(self, indices: list[int]) -> TableView:
+        keys = sum(i < self.key_columns for i in indices)
+        return TableView([self.columns[i] for i in indices], [self.numeric[i] for i in indices],
+                         [[row[i] for i in indices] for row in self.rows], keys)  # fmt: skip
+
+    def print_parts(self) -> list[TableView]:
+        """The table as the PDF prints it: whole when it fits the smallest layout; else cut into parts of its
+        columns, in order, each as wide as that layout allows and each repeating the key columns, so no column
+        runs off the page. The HTML shows it whole."""
+        if not self.overflows:
+            return [self]
+        keys = list(range(self.key_columns))
+        room = PRINT_FITS[-1][2] - sum(self.column_width(i) for i in keys)
+        parts, used = [[]], 0
+        for i in range(len(keys), len(self.columns)):
+            width = self.column_width(i)
+            if parts[-1] and used + width > room:
+                parts.append([])
+                used = 0
+            parts[-1].append(i)
+            used += width
+        return [self.columns_view(keys + part) for part in parts]
 
 
 def table_view(df: pd.DataFrame) -> TableView:
-    """Format a DataFrame; a meaningful (non-default) index becomes ordinary columns."""
+    """Format a DataFrame; a meaningful (non-default) index becomes ordinary columns, the key columns a printed
+    part repeats (TableView.print_parts)."""
+    keys = None
     if not isinstance(df.index, pd.RangeIndex) or any(n is not None for n in df.index.names):
+        keys = df.index.nlevels
         df = df.reset_index()
     columns = [" / ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c) for c in df.columns]
     numeric, cells = [], []
@@ -223,7 +262,7 @@ def table_view(df: pd.DataFrame) -> TableView:
         fmt = _float_format(col) if pd.api.types.is_float_dtype(col) else ".3f"
         numeric.append(is_num)
         cells.append([format_cell(v, fmt) for v in col.tolist()])
-    return TableView(columns, numeric, [list(r) for r in zip(*cells)] if cells else [])
+    return TableView(columns, numeric, [list(r) for r in zip(*cells)] if cells else [], keys)
 
 
 # --------------------------------------------------------------------------- writing
@@ -274,8 +313,8 @@ class _SectionView:
 
     @property
     def landscape(self) -> bool:
-        """Printed on landscape pages when a table is too wide for portrait A4."""
-        return any(t.fit[1] for t in (self.ours, self.paper) if t is not None)
+        """Printed on landscape pages when a table (or a printed part of one) is too wide for portrait A4."""
+        return any(part.fit[1] for t in (self.ours, self.paper) if t is not None for part in t.print_parts())
 
     @property
     def side_by_side(self) -> bool:
@@ -292,13 +331,11 @@ def _section_view(section: Section, out_dir: Path) -> _SectionView:
         None if section.paper_table is None else table_view(section.paper_table),
     )
     for label, table in (("our", view.ours), ("paper", view.paper)):
-        if table is not None and table.overflows:
+        if table is not None and any(part.overflows for part in table.print_parts()):
             log.warning(
-                "section %r: %s table is ~%d characters wide and will overflow A4 "
-                "landscape in the PDF; a longer, tidier table would fit",
+                "section %r: the key columns of the %s table are too wide for A4 landscape; the PDF cuts it",
                 section.name,
                 label,
-                table.width,
             )
     return view
 

@@ -321,3 +321,38 @@ def test_the_figures_have_a_font_for_every_byte_label():
         font_manager.FontProperties(family=plt.rcParams["font.family"]))]  # fmt: skip
     missing = [f"U+{ord(ch):04X}" for ch in _label_characters() if not any(f.get_char_index(ord(ch)) for f in fonts)]
     assert not missing, f"the figures' fonts ({plt.rcParams['font.family']}) do not draw {missing}"
+
+
+def test_a_table_too_wide_for_a_page_prints_in_parts_that_fit_each_repeating_its_key_columns(tmp_path):
+    """A 40-column table (the reference profile's cells table is ~280 characters wide): the HTML keeps it whole,
+    the PDF prints it in parts of its columns, each naming the rows again, and every table stays on its page."""
+    from weasyprint import HTML
+
+    wide = pd.DataFrame({"corpus": ["warpeace", "linux"], "model": ["LSTM 128 L3", "GRU (papers' form) 128"],
+                         **{f"probe score variant {k}": [0.123456 * k, 0.5] for k in range(40)}})  # fmt: skip
+    view = table_view(wide)
+    parts = view.print_parts()
+    assert view.overflows and len(parts) > 1 and view.key_columns == 2
+    assert all(p.columns[:2] == ["corpus", "model"] and not p.overflows for p in parts)
+    assert [c for p in parts for c in p.columns[2:]] == view.columns[2:]  # every column once, in order
+    assert [r for p in parts for r in p.rows[1][2:]] == view.rows[1][2:]
+    narrow = table_view(wide.iloc[:, :6])
+    assert narrow.print_parts() == [narrow]
+    indexed = table_view(wide.set_index(["corpus", "model", "probe score variant 0"]))  # an index names the rows
+    assert indexed.key_columns == 3 and all(p.columns[:3] == indexed.columns[:3] for p in indexed.print_parts())
+
+    ctx = make_context(tmp_path)
+    ctx.sections.append(Section(name="wide", title="A wide table", question="Does it fit?", caption="It does.",
+                                table=wide, figure=None))  # fmt: skip
+    html = render_html(ctx, tmp_path / "out")
+    text = html.read_text()
+    assert f"printed in {len(parts)} parts" in text and text.count("probe score variant 39") == 2  # whole, and part
+
+    def boxes(box):
+        yield box
+        for child in getattr(box, "children", None) or []:
+            yield from boxes(child)
+
+    for page in HTML(filename=str(html)).render().pages:
+        tables = [b for b in boxes(page._page_box) if type(b).__name__ == "TableBox"]
+        assert all(b.position_x + b.margin_width() <= page.width for b in tables)
