@@ -31,6 +31,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -173,6 +174,34 @@ def _alive(pid: int) -> bool:
     return True
 
 
+CPU_RECORD_S = 30.0  # how often a training session's CPU seconds so far are written to its provenance.json
+
+
+@contextlib.contextmanager
+def cpu_recorded(record: dict, session: dict, path: Path):
+    """While the block runs, write `session`'s CPU seconds so far into `path` (the whole `record`) every
+    CPU_RECORD_S, so a session killed with its developer session keeps what it used, at most CPU_RECORD_S short.
+    Yields a function giving the CPU seconds since the block began (this process, every thread)."""
+    cpu_started = time.process_time()
+    stop = threading.Event()
+
+    def so_far() -> float:
+        return round(time.process_time() - cpu_started, 3)
+
+    def record_every_while():
+        while not stop.wait(CPU_RECORD_S):
+            session["cpu_seconds"] = so_far()
+            atomic.write_json(path, record)
+
+    clock = threading.Thread(target=record_every_while, name="cpu-seconds", daemon=True)
+    clock.start()
+    try:
+        yield so_far
+    finally:
+        stop.set()
+        clock.join()
+
+
 def train_with_provenance(config, corpus, out: Path, threads: int, command: str, revision: dict) -> None:
     """Train (or resume) one model, recording this session in out/provenance.json before it starts (so a killed
     session stays on record, marked interrupted) and completing the record when it ends."""
@@ -188,20 +217,21 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
     }  # fmt: skip
     record["sessions"].append(session)
     atomic.write_json(out / PROVENANCE, record)
-    started, cpu_started = time.perf_counter(), time.process_time()
-    if is_nnn(config):
-        import torch
+    started = time.perf_counter()
+    with cpu_recorded(record, session, out / PROVENANCE) as cpu_seconds:
+        if is_nnn(config):
+            import torch
 
-        from charlm import nnn
+            from charlm import nnn
 
-        torch.set_num_threads(threads)
-        nnn.train_config(config, corpus, progress=False, snapshots=True)
-    else:
-        train(config, corpus=corpus, threads=threads, progress=False)
+            torch.set_num_threads(threads)
+            nnn.train_config(config, corpus, progress=False, snapshots=True)
+        else:
+            train(config, corpus=corpus, threads=threads, progress=False)
     session["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     session["wall_seconds"] = round(time.perf_counter() - started, 3)
     # CPU seconds of this process: what the model cost a core, where wall seconds grow when workers share the cores
-    session["cpu_seconds"] = round(time.process_time() - cpu_started, 3)
+    session["cpu_seconds"] = cpu_seconds()
     atomic.write_json(out / PROVENANCE, record)
     metrics = json.loads((out / "metrics.json").read_text())
     how = (
@@ -345,8 +375,9 @@ def _provenance(sessions: list[dict]) -> dict:
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
         "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 3),  # interrupted ones: unknown
-        # None when a session predates the record (models trained before CPU seconds were recorded) or was
-        # interrupted (killed with its session: what it used is unknown; metrics.json's seconds count it)
+        # None when a session predates the record (models trained before CPU seconds were recorded, or killed
+        # before they were recorded every CPU_RECORD_S); a killed session counts its last record, at most
+        # CPU_RECORD_S short (and the work since its last resume state is done, and counted, again)
         "cpu_seconds": (
             round(sum(s["cpu_seconds"] for s in sessions), 3) if all("cpu_seconds" in s for s in sessions) else None
         ),

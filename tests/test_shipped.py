@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -386,5 +387,24 @@ def test_cpu_seconds_are_summed_over_sessions_and_unknown_when_one_was_interrupt
         return record if cpu is None else {**record, "cpu_seconds": cpu}
 
     assert ship._provenance([session("t1", 4.0), session("t2", 5.5)])["cpu_seconds"] == 9.5
-    killed = {**session(None), "interrupted": True}  # its process ended with its session: no seconds recorded
+    killed = {**session(None), "interrupted": True}  # killed before anything was recorded: unknown
     assert ship._provenance([killed, session("t2", 5.5)])["cpu_seconds"] is None
+    killed_later = {**session(None, 3.0), "interrupted": True}  # its last record of CPU seconds counts
+    assert ship._provenance([killed_later, session("t2", 5.5)])["cpu_seconds"] == 8.5
+
+
+def test_a_training_sessions_cpu_seconds_are_on_record_while_it_runs(tmp_path, monkeypatch):
+    """A session killed with its developer session keeps the CPU seconds it used: they reach provenance.json every
+    CPU_RECORD_S while training runs (here every 0.02 s), and exactly when it ends."""
+    monkeypatch.setattr(ship, "CPU_RECORD_S", 0.02)
+    path = tmp_path / "provenance.json"
+    session = {"finished": None}
+    record = {"sessions": [session]}
+    on_disk = []
+    with ship.cpu_recorded(record, session, path) as cpu_seconds:
+        until = time.process_time() + 0.3
+        while time.process_time() < until:  # a training's work
+            if path.exists():
+                on_disk.append(json.loads(path.read_text())["sessions"][0].get("cpu_seconds") or 0.0)
+    assert max(on_disk) > 0.1  # written while it ran: a kill here would have left that much on record
+    assert 0.3 <= cpu_seconds() < 0.3 + 1.0 and cpu_seconds() >= max(on_disk)
