@@ -188,16 +188,22 @@ class TableView:
         """
         return [any(len(word) > 24 for row in self.rows for word in row[i].split()) for i in range(len(self.columns))]
 
-    def column_width(self, i: int) -> int:
-        """Rough minimum width of column i in characters: its header wraps at spaces, numbers never wrap, text is
-        counted as wrapped at 30 characters; plus cell padding."""
-        cells = max((len(row[i]) for row in self.rows), default=0)
+    def column_width(self, i: int, squeezed: bool = False) -> int:
+        """Rough width of column i in characters: its header wraps at spaces, numbers never wrap, text is counted
+        as wrapped at 30 characters (`squeezed`: at its longest word, the least a page can give it); plus padding."""
         header_word = max((len(w) for w in self.columns[i].split()), default=0)
-        return 2 + max(header_word, cells if self.numeric[i] else min(30, cells))
+        if self.numeric[i]:
+            cells = max((len(row[i]) for row in self.rows), default=0)
+        elif squeezed:
+            cells = max((len(w) for row in self.rows for w in row[i].split()), default=0)
+        else:
+            cells = min(30, max((len(row[i]) for row in self.rows), default=0))
+        return 2 + max(header_word, cells)
 
     @property
     def width(self) -> int:
-        """Rough minimum width of the table in characters (the sum of :meth:`column_width`)."""
+        """Rough width of the table in characters with its text wrapped comfortably (the sum of :meth:`column_width`):
+        what picks its print layout (:attr:`fit`)."""
         return sum(self.column_width(i) for i in range(len(self.columns)))
 
     @property
@@ -210,8 +216,9 @@ class TableView:
 
     @property
     def overflows(self) -> bool:
-        """Too wide even for the smallest landscape layout (then it is printed in parts: :meth:`print_parts`)."""
-        return self.width > PRINT_FITS[-1][2]
+        """Too wide for the smallest landscape layout even with every text cell wrapped at its longest word (its
+        numbers and header words alone overflow): then it is printed in parts (:meth:`print_parts`)."""
+        return sum(self.column_width(i, squeezed=True) for i in range(len(self.columns))) > PRINT_FITS[-1][2]
 
     @property
     def key_columns(self) -> int:

@@ -338,6 +338,8 @@ def test_a_table_too_wide_for_a_page_prints_in_parts_that_fit_each_repeating_its
     assert [r for p in parts for r in p.rows[1][2:]] == view.rows[1][2:]
     narrow = table_view(wide.iloc[:, :6])
     assert narrow.print_parts() == [narrow]
+    prose = table_view(pd.DataFrame({f"note {k}": ["a cell that wraps inside quotes " * 3] for k in range(9)}))
+    assert prose.width > 215 and prose.print_parts() == [prose]  # text wraps: it fits a landscape page whole
     indexed = table_view(wide.set_index(["corpus", "model", "probe score variant 0"]))  # an index names the rows
     assert indexed.key_columns == 3 and all(p.columns[:3] == indexed.columns[:3] for p in indexed.print_parts())
 
