@@ -20,7 +20,8 @@ and the rungs of the lecture notes' derivation of the LSTM (seed 004), with the 
 
 Every layer has a hand-written loop that returns all its intermediates (`trace`), and the
 rnn / gru / lstm / lstm-gates layers also run torch's fused kernel for training, on the very
-same parameters (tests prove the two agree, outputs and gradients). The GRUs' `z` is traced in
+same parameters, as gru-paper runs its own scan with a hand-written backward (tests prove each
+pair agrees, outputs and gradients). The GRUs' `z` is traced in
 the papers' convention (the weight on the candidate), which is one minus torch's `z`.
 """
 
@@ -128,8 +129,69 @@ class LinearScan(torch.autograd.Function):
         return grad_f, a.transpose(0, 1), f_t[0] * a[0]
 
 
-# ---------------------------------------------------------------------------------------------
-# Layers. forward(x, state, fused) -> (out (B, T, H), new state); trace(x, state) -> (out, state, cache)
+# The kernels training runs where torch has none and the choice changed after models shipped, recorded with every
+# training session (reports.ship.machine). Another kernel sums in another order, so a shipped model retrains bit for
+# bit only on the one that trained it; a session without the record ran the one before (gru-paper: autograd
+# through `PaperGRULayer.trace`).
+TRAINING_KERNELS = {"gru-paper": "PaperGRUScan"}
+
+
+class PaperGRUScan(torch.autograd.Function):
+    """The papers' GRU over time (see `PaperGRULayer`) with a hand-written backward.
+
+    No fused kernel computes this GRU, and at the papers' widths (45 to 142 units, 16 streams) autograd's
+    per-step bookkeeping costs more than the products. Forward runs six in-place ops a step and keeps
+    r, z, htilde and r * h; backward is backpropagation through time written out, and the weight gradients
+    are one product over all steps instead of one per step. Inside, tensors are time-major (T, B, features).
+    Takes the input projections xw (B, T, 3H) = [W_r x + b_ir, W_z x + b_iz, W_n x + b_in] and the
+    recurrent weights as nn.Linear stores them: u_g (2H, H) = [U_r; U_z], u_n (H, H) = U_n.
+    """
+
+    @staticmethod
+    def forward(ctx, xw, h0, u_g, b_g, u_n, b_n):
+        H = h0.shape[1]
+        x = xw.transpose(0, 1).contiguous()  # (T, B, 3H)
+        gates_x, content_x = x[..., : 2 * H] + b_g, x[..., 2 * H :] + b_n  # biases added once, not per step
+        T, B = x.shape[:2]
+        hs = xw.new_empty(T + 1, B, H)  # h_0 .. h_T
+        rz, htilde, rh = xw.new_empty(T, B, 2 * H), xw.new_empty(T, B, H), xw.new_empty(T, B, H)
+        hs[0] = h0
+        w_g, w_n = u_g.t(), u_n.t()
+        h = hs.unbind(0)  # per-step views made once: indexing in the loop costs as much as the arithmetic
+        steps = zip(gates_x.unbind(0), content_x.unbind(0), rz.unbind(0), rz[..., :H].unbind(0),
+                    rz[..., H:].unbind(0), rh.unbind(0), htilde.unbind(0), h[:-1], h[1:])  # fmt: skip
+        for gx, cx, rz_t, r, z, rh_t, ht, h_prev, h_next in steps:
+            torch.addmm(gx, h_prev, w_g, out=rz_t).sigmoid_()
+            torch.mul(r, h_prev, out=rh_t)
+            torch.addmm(cx, rh_t, w_n, out=ht).tanh_()
+            torch.lerp(h_prev, ht, z, out=h_next)  # (1 - z) h + z htilde
+        ctx.save_for_backward(hs, rz, htilde, rh, u_g, u_n)
+        return hs[1:].transpose(0, 1)  # (B, T, H)
+
+    @staticmethod
+    def backward(ctx, grad_h):
+        hs, rz, htilde, rh, u_g, u_n = ctx.saved_tensors
+        T, B, H = htilde.shape
+        g = grad_h.transpose(0, 1).contiguous()  # (T, B, H)
+        r, z, h_prev = rz[..., :H], rz[..., H:], hs[:-1]
+        # The step's local derivatives, for all steps at once: only their products with dh are sequential.
+        to_zc = torch.stack([(htilde - h_prev) * z * (1 - z), z * (1 - htilde * htilde)], 2)  # (T, B, 2, H)
+        to_r = h_prev * r * (1 - r)  # dL/d(r pre-activation) = dL/d(r h) * this
+        keep, r = 1 - z, r.contiguous()  # dh_{t-1} through the carry; the reset's share
+        d_pre = rz.new_empty(T, B, 3 * H)  # dL/d(pre-activations) of r, z and the content, laid out as xw
+        g_before = (None,) + g.unbind(0)[:-1]  # the output gradient of the step before, which the carry joins
+        steps = zip(g_before, to_zc.unbind(0), to_r.unbind(0), keep.unbind(0), r.unbind(0), d_pre.unbind(0))
+        dh = g[-1].clone()  # dL/dh_t: from the output at t and from the steps after it, (B, H)
+        for g_prev, to_zc_t, to_r_t, keep_t, r_t, d_t in reversed(list(steps)):
+            torch.mul(dh[:, None], to_zc_t, out=d_t[:, H:].view(B, 2, H))  # z's and the content's, in one op
+            d_rh = torch.mm(d_t[:, 2 * H :], u_n)  # (B, H)
+            torch.mul(d_rh, to_r_t, out=d_t[:, :H])
+            carry = dh * keep_t if g_prev is None else torch.addcmul(g_prev, dh, keep_t)
+            dh = torch.addmm(carry.addcmul_(d_rh, r_t), d_t[:, : 2 * H], u_g)
+        d_rz, d_content = d_pre[..., : 2 * H].flatten(0, 1), d_pre[..., 2 * H :].flatten(0, 1)  # (T*B, .)
+        grad_u_g = d_rz.t() @ h_prev.flatten(0, 1)
+        grad_u_n = d_content.t() @ rh.flatten(0, 1)
+        return d_pre.transpose(0, 1), dh, grad_u_g, d_rz.sum(0), grad_u_n, d_content.sum(0)
 
 
 class _TracedLayer(nn.Module):
@@ -425,7 +487,8 @@ class PaperGRULayer(_TracedLayer):
         h      = (1 - z) * h + z * htilde
 
     torch's `gru` computes tanh(W_n x + b_in + r * (U_n h + b_hn)) instead: the same parameters
-    (char-rnn's six biases; 3H(d + H) + 6H in all), another function, and no fused kernel runs this one.
+    (char-rnn's six biases; 3H(d + H) + 6H in all), another function, and no fused kernel runs this one:
+    training runs `PaperGRUScan`, the same function with a hand-written backward.
     """
 
     state_names = ("h",)
@@ -440,6 +503,14 @@ class PaperGRULayer(_TracedLayer):
     @staticmethod
     def n_params(d_in: int, size: int) -> int:
         return 3 * size * (d_in + size) + 6 * size
+
+    def forward(self, x, state, fused=True):
+        if fused:
+            xw = project(x, self.from_x.weight, self.from_x.bias)  # (B, T, 3H)
+            g, n = self.gates_h, self.content_h
+            out = PaperGRUScan.apply(xw, state[0], g.weight, g.bias, n.weight, n.bias)  # (B, T, H)
+            return out, (out[:, -1],)
+        return super().forward(x, state)
 
     def trace(self, x, state, keep=True):
         H = self.size

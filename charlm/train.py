@@ -79,7 +79,7 @@ class TrainConfig:
     eval_chars: int | None = None  # validate on the first eval_chars of the val split (None: all of it)
     snapshots: int = 12  # log-spaced model snapshots over the first snapshot_epochs
     snapshot_epochs: float = 3.0  # horizon of the snapshots (Karpathy et al. Fig 5: first 3 epochs)
-    fused: bool = True  # train rnn/gru/lstm/lstm-gates with torch's fused kernels (proven equal to the cells)
+    fused: bool = True  # rnn/gru/lstm/lstm-gates on torch's fused kernels, gru-paper on its scan (proven equal)
 
     def model_config(self, vocab_size: int) -> ModelConfig:
         return ModelConfig(self.arch, vocab_size, self.layers, self.size, self.dropout)

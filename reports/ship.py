@@ -63,6 +63,8 @@ def machine(threads: int) -> dict:
     """What the numbers were computed on (the CPU model matters: kernels differ between instruction sets)."""
     import torch
 
+    from charlm.model import TRAINING_KERNELS
+
     cpu = platform.processor()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -75,6 +77,7 @@ def machine(threads: int) -> dict:
         "hostname": platform.node(), "system": platform.platform(), "cpu": cpu, "cores": os.cpu_count(),
         "torch_threads": threads, "python": platform.python_version(), "torch": torch.__version__,
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the instruction set torch's kernels use
+        "kernels": dict(TRAINING_KERNELS),  # our own, where torch has none
     }  # fmt: skip
 
 

@@ -65,10 +65,13 @@ def test_bench_cli_writes_json(tmp_path):
     records = json.loads(out.read_text())
     assert isinstance(records, list)
     scoring = [r for r in records if r.get("bench") == "scoring"]
-    _check([r for r in records if r.get("bench") != "scoring"], ARCHS)
+    _check([r for r in records if "bench" not in r], ARCHS)
+    paper_gru = [r for r in records if r.get("bench") == "gru-paper-scan"]
+    assert [(r["layers"], r["size"]) for r in paper_gru] == list(bench.PAPER_GRU_SHAPES)
+    assert all(r["scan_chars_per_s"] > 0 and r["loop_chars_per_s"] > 0 and r["speedup"] > 0 for r in paper_gru)
     assert [r["arch"] for r in scoring] == list(ARCHS)
     assert all(r["chars"] == 300 and r["one_stream_chars_per_s"] > 0 and r["parallel_chars_per_s"] > 0 for r in scoring)
-    assert all(r["size"] == 16 and r["steps"] == 1 for r in records if r.get("bench") != "scoring")
+    assert all(r["size"] == 16 and r["steps"] == 1 for r in records if "bench" not in r)
     for arch in ARCHS:
         assert arch in proc.stdout
 
