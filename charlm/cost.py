@@ -180,8 +180,12 @@ class Calibration:
 
 
 def neural_key(arch, layers, size, vocab, batch, unroll, fused, threads) -> str:
+    from .model import TRAINING_KERNELS
+
+    # our own kernel named: a cache from before it (the papers' GRU on autograd) is measured anew
+    kernel = f" kernel={TRAINING_KERNELS[arch]}" if fused and arch in TRAINING_KERNELS else ""
     return f"neural arch={arch} layers={layers} size={size} vocab={vocab} batch={batch} unroll={unroll} " \
-           f"fused={int(bool(fused))} threads={threads}"  # fmt: skip
+           f"fused={int(bool(fused))} threads={threads}{kernel}"  # fmt: skip
 
 
 def nnn_key(n, hidden, vocab, batch, targets, threads) -> str:

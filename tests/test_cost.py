@@ -301,3 +301,12 @@ def test_plan_prints_each_models_cost_and_the_total(tmp_path, monkeypatch, capsy
     assert "on 3 worker(s)" in out and "wall time about" in out and "GB of new artifacts" in out
     assert "calibrated on Test CPU 9000" in out
     assert not (tmp_path / "artifacts").exists()  # a plan trains nothing
+
+
+def test_a_kernel_of_our_own_is_calibrated_apart_from_what_trained_before_it():
+    """The papers' GRU's scan replaced autograd through its cell: a calibration cached before must not price it."""
+    args = (2, 100, 99, 16, 100)
+    before = "neural arch=gru-paper layers=2 size=100 vocab=99 batch=16 unroll=100 fused=1 threads=1"
+    assert cost.neural_key("gru-paper", *args, True, 1) == f"{before} kernel=PaperGRUScan"
+    assert cost.neural_key("gru-paper", *args, False, 1) == before.replace("fused=1", "fused=0")  # the trace
+    assert "kernel" not in cost.neural_key("lstm", *args, True, 1)  # torch's kernels: keyed by the machine
