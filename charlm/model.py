@@ -132,7 +132,7 @@ class LinearScan(torch.autograd.Function):
 # The kernels training runs where torch has none and the choice changed after models shipped, recorded with every
 # training session (reports.ship.machine). Another kernel sums in another order, so a shipped model retrains bit for
 # bit only on the one that trained it; a session without the record ran the one before (gru-paper: autograd
-# through `PaperGRULayer.trace`).
+# through `PaperGRULayer.trace`). A change to what a kernel here computes, to the last bit, gets a new name.
 TRAINING_KERNELS = {"gru-paper": "PaperGRUScan"}
 
 
