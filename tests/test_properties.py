@@ -37,6 +37,16 @@ def _distance(centres, a, b) -> float:
     return float(np.linalg.norm(centres[a] - centres[b]))
 
 
+def test_a_subset_placed_a_rounding_past_tangency_still_overlaps_by_its_whole_area():
+    """Found by the property below: set 0 inside sets 1 and 2, circle 2's centre 1 ulp past internal tangency,
+    where the lens formula cancels (it gave 7,212.9975 for 7,213)."""
+    sizes, pairs = (7213, 7215, 7215), (7213, 7213, 7214)
+    centres, radii = error_overlap.venn_layout(sizes, pairs)
+    for k, (a, b) in enumerate(((0, 1), (0, 2))):
+        got = error_overlap._lens(radii[a], radii[b], _distance(centres, a, b))
+        assert got == pytest.approx(pairs[k], abs=1e-7 * max(sizes))
+
+
 @FAST
 @given(st.lists(counts, min_size=7, max_size=7))
 def test_the_venn_layout_of_any_three_sets_has_their_areas_and_overlaps(region_counts):
