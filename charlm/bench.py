@@ -56,6 +56,13 @@ def _step_timer(model: CharLM, fused: bool, ids: torch.Tensor, targets: torch.Te
     return step
 
 
+def _alternate(first, second, steps: int) -> tuple[float, float]:
+    """Median seconds of two step timers after a warm-up each, timed in alternation so both see the same load."""
+    first(), second()
+    times = [(first(), second()) for _ in range(steps)]
+    return statistics.median(t for t, _ in times), statistics.median(t for _, t in times)
+
+
 def bench_cells(
     archs=ARCHS, size: int = 256, batch: int = 100, unroll: int = 100, steps: int = 5, vocab: int = 87, layers: int = 1
 ) -> list[dict]:
@@ -70,11 +77,7 @@ def bench_cells(
         # `gru-paper` has no torch kernel: it trains with its own scan, so that is what is timed
         ours = _step_timer(CharLM(ModelConfig(arch, vocab, layers, size)), arch in OWN_SCAN, ids, targets)
         theirs = _step_timer(fused_models[ref], True, ids, targets)
-        ours(), theirs()  # warm-up
-        t_ours, t_fused = [], []
-        for _ in range(steps):  # alternate, so both see the same machine load
-            t_ours.append(ours())
-            t_fused.append(theirs())
+        t_ours, t_fused = _alternate(ours, theirs, steps)
         chars = batch * unroll
         rec = {
             "arch": arch,
@@ -83,9 +86,9 @@ def bench_cells(
             "batch": batch,
             "unroll": unroll,
             "steps": steps,
-            "chars_per_s": chars / statistics.median(t_ours),
+            "chars_per_s": chars / t_ours,
             "fused_reference": ref,
-            "fused_chars_per_s": chars / statistics.median(t_fused),
+            "fused_chars_per_s": chars / t_fused,
         }
         rec["ratio_to_fused"] = rec["chars_per_s"] / rec["fused_chars_per_s"]
         records.append(rec)
@@ -101,13 +104,8 @@ def bench_paper_gru(shapes=PAPER_GRU_SHAPES, batch: int = 16, unroll: int = 100,
     for layers, size in shapes:
         model = CharLM(ModelConfig("gru-paper", vocab, layers, size))
         scan, loop = _step_timer(model, True, ids, targets), _step_timer(model, False, ids, targets)
-        scan(), loop()  # warm-up
-        t_scan, t_loop = [], []
-        for _ in range(steps):  # alternate, so both see the same machine load
-            t_scan.append(scan())
-            t_loop.append(loop())
-        chars = batch * unroll
-        scan_speed, loop_speed = chars / statistics.median(t_scan), chars / statistics.median(t_loop)
+        t_scan, t_loop = _alternate(scan, loop, steps)
+        scan_speed, loop_speed = batch * unroll / t_scan, batch * unroll / t_loop
         records.append({
             "bench": "gru-paper-scan", "layers": layers, "size": size, "batch": batch, "unroll": unroll,
             "scan_chars_per_s": scan_speed, "loop_chars_per_s": loop_speed, "speedup": scan_speed / loop_speed,
