@@ -24,9 +24,12 @@ start. Read top to bottom:
    read: they cost nothing but the predictions they lack.
 4. Wall time: the job list, in the order `reports.pipeline._jobs` submits it (the two largest n-grams first, then
    the networks, the other n-grams, the n-NNs), list-scheduled onto the workers (each job goes to the first free
-   worker, as a process pool does), then the analyses the same way, then rendering. The analyses' and rendering's
-   seconds are not calibrated: they are the ones measured in the quick profile's cold run (README, "Where the 15
-   minutes of a cold make report go"), and the plan says so.
+   worker, as a process pool does), then the analyses the same way (longest first, as the pipeline submits them),
+   then rendering. An analysis's and the rendering's seconds are the ones this machine last measured for the same
+   profile and threads (each report run records what it computed: `record_report_seconds`), else the quick
+   profile's cold run's (README, "Where the 15 minutes of a cold make report go"), and the plan says which.
+   Timing an analysis means running it, and what it costs grows with the models it reads (cells: 172 s with 45
+   reference networks, 274 s with 60), so a last run's seconds are the best guess there is, not a calibration.
 5. Disk: checkpoints from the parameter count (float32), snapshots, resume state, predictions files (their
    format: float16 distributions and the exact float32/int16/uint8 columns, see predictions.py), n-gram binaries
    from the measured bytes per n-gram.
@@ -68,8 +71,8 @@ CALIBRATE_FROM_CHARS = 1_000_000  # make report measures what its cache lacks on
 MAX_STEPS = 200  # tiny models (the smoke profile's) are timed over this many steps, well under MEASURE_S
 KENLM_SAMPLE = 200_000  # train characters of the KenLM calibration sample (and of the n-gram counts)
 # Seconds of each analysis job and of the index + rendering, measured in the quick profile's cold run on the
-# 2-core machine (README, "Where the 15 minutes of a cold make report go"). Not calibrated: an analysis's cost
-# depends on what it reads, and timing one means running it. An analysis not listed counts as their median.
+# 2-core machine (README, "Where the 15 minutes of a cold make report go"): what the plan assumes until this machine
+# has run the profile's analyses itself (`analysis_key`). An analysis not listed counts as their median.
 ANALYSIS_SECONDS = {
     "cross_entropy": 4, "ngram": 7, "ablations": 4, "error_overlap": 3, "char_advantage": 2, "brace_distance": 1,
     "onion": 3, "model_agreement": 4, "training_dynamics": 16, "saturation": 5, "weighted_sum": 7, "vanishing": 15,
@@ -164,7 +167,12 @@ class Calibration:
         load = load_average()
         started = time.perf_counter()
         value = measure()
-        value = {**value, "seconds_to_measure": round(time.perf_counter() - started, 2), "load_average": load,
+        return self.record(key, {**value, "seconds_to_measure": round(time.perf_counter() - started, 2)}, load)
+
+    def record(self, key: str, value: dict, load: float | None = None) -> dict:
+        """Store a measurement (taken by `get`, or by a report run: an analysis's seconds) with when it was taken and
+        the load average it began under (`load`; now when not given), and write the file at once."""
+        value = {**value, "load_average": load_average() if load is None else load,
                  "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
         self.entries[key] = value
         self.measured.add(key)
@@ -190,6 +198,19 @@ def neural_key(arch, layers, size, vocab, batch, unroll, fused, threads) -> str:
 
 def nnn_key(n, hidden, vocab, batch, targets, threads) -> str:
     return f"nnn n={n} hidden={hidden} vocab={vocab} batch={batch} targets={targets} threads={threads}"
+
+
+def analysis_key(profile_name: str, analysis: str, threads: int) -> str:
+    """The entry of one analysis's seconds as a report run of `profile_name` measured it (`render` for the index and
+    rendering)."""
+    return f"analysis {analysis} profile={profile_name} threads={threads}"
+
+
+def record_report_seconds(cal: Calibration, profile_name: str, threads: int, seconds: dict[str, float]) -> None:
+    """Record what a report run measured ({analysis name or "render": seconds}, only what it computed), so the next
+    plan of the same profile on this machine prices its analyses by them."""
+    for name, s in seconds.items():
+        cal.record(analysis_key(profile_name, name, threads), {"seconds": round(float(s), 1)})
 
 
 def kenlm_key(corpus_key: str, orders: tuple[int, int]) -> str:
@@ -868,6 +889,16 @@ class Estimate:
     calibration: Calibration
     job_ids: dict = field(default_factory=dict)  # what identifies a pipeline job -> model id (see job_seconds)
     notes: list[str] = field(default_factory=list)
+    analyses_measured: list[str] = field(default_factory=list)  # priced by this machine's last run of the profile
+
+    def analyses_source(self) -> str:
+        """Where the analyses' seconds come from, for the summary."""
+        quick = "as measured in the quick profile's cold run: not calibrated"
+        n, k = len(self.analyses), len(self.analyses_measured)
+        if k == 0:
+            return quick
+        here = f"as this machine last measured them in a run of profile {self.profile} with {self.threads} thread(s)"
+        return here if k == n else f"{k} of {n} {here}, the others {quick}"
 
     @property
     def by_id(self) -> dict[str, ModelCost]:
@@ -878,9 +909,15 @@ class Estimate:
         by_id = self.by_id
         return makespan((by_id[m].total_s for m in self.order), self.workers)
 
+    def analysis_order(self) -> list[str]:
+        """The analyses longest first, as the pipeline submits them: with the longest (cells) last in the profile's
+        order, a worker would start it when the others were nearly done and the run would wait for it alone."""
+        return [name for name, _ in sorted(self.analyses, key=lambda a: -a[1])]  # stable: ties keep the profile's
+
     @property
     def analyses_wall_s(self) -> float:
-        return makespan((s for _, s in self.analyses), self.workers)
+        seconds = dict(self.analyses)
+        return makespan((seconds[name] for name in self.analysis_order()), self.workers)
 
     @property
     def wall_s(self) -> float:
@@ -912,7 +949,7 @@ class Estimate:
         lines = [
             f"estimate: {len(todo)} of {len(self.costs)} models to compute: {duration(sum(phases.values()))} of "
             f"worker time ({parts or 'nothing'}); analyses {duration(sum(s for _, s in self.analyses))} and "
-            f"rendering {duration(self.render_s)} (as measured in the quick profile's cold run: not calibrated)",
+            f"rendering {duration(self.render_s)} ({self.analyses_source()})",
             f"estimate: wall time about {duration(self.wall_s)} on {self.workers} worker(s) x {self.threads} "
             f"thread(s) (models {duration(self.models_wall_s)}, analyses {duration(self.analyses_wall_s)}, "
             f"rendering {duration(self.render_s)}); about {self.disk / 1e9:.2f} GB of new artifacts",
@@ -1046,14 +1083,26 @@ def estimate(
     anything = any(c.total_s > 0 for c in ordered)
     data = Path(build_dir) / "data" if build_dir else None
     median = statistics.median(ANALYSIS_SECONDS.values())
-    analyses = []
+
+    def last_measured(name: str) -> float | None:
+        entry = cal.entries.get(analysis_key(profile.name, name, threads))
+        return float(entry["seconds"]) if entry and "seconds" in entry else None
+
+    analyses, measured_here = [], []
     for name in profile.analyses:
         key = data / f"{name}.key" if data else None
         cached = not anything and key is not None and key.is_file() and key.read_text().strip() != ""
-        analyses.append((name, 0.0 if cached else float(ANALYSIS_SECONDS.get(name, median))))
+        seconds = last_measured(name)
+        if seconds is None:
+            seconds = ANALYSIS_SECONDS.get(name, median)
+        else:
+            measured_here.append(name)
+        analyses.append((name, 0.0 if cached else seconds))
+    render_s = last_measured("render")
     return Estimate(
-        profile.name, workers, threads, ordered, job_order(models, costs), analyses, RENDER_SECONDS, profile.wants_gpu,
-        device, cal, {_planned_identity(m): m.model_id for m in models}, notes,
+        profile.name, workers, threads, ordered, job_order(models, costs), analyses,
+        RENDER_SECONDS if render_s is None else render_s, profile.wants_gpu, device, cal,
+        {_planned_identity(m): m.model_id for m in models}, notes, measured_here,
     )  # fmt: skip
 
 

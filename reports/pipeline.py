@@ -464,12 +464,17 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
                                     profile.analysis.get(name, {}))
             for name in profile.analyses
         }  # fmt: skip
+        order = estimate.analysis_order()  # longest first: the run does not end waiting for one long analysis
         analysis_tasks = [
             partial(analysis_job, name, records, profile.analysis.get(name, {}), str(data_dir), env, threads,
                     commands[name], str(log_dir / f"{name}.log"))
-            for name in profile.analyses
+            for name in order
         ]  # fmt: skip
-        results = run_jobs(pool, analysis_tasks, desc="analyses", return_exceptions=True)
+        seconds = dict(estimate.analyses)
+        finished = run_jobs(pool, analysis_tasks, desc="analyses", return_exceptions=True,
+                            estimates=[seconds[name] for name in order], workers=workers)  # fmt: skip
+        by_name = dict(zip(order, finished, strict=True))
+        results = [by_name[name] for name in profile.analyses]  # the report keeps the profile's order
         phase_seconds["analyses"] = time.perf_counter() - t0
     for k, (name, result) in enumerate(zip(profile.analyses, results)):
         if isinstance(result, Exception):  # the job died outside the analysis (a lost worker, say)
@@ -479,6 +484,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         say(f"analysis {name}: {result['status']} ({result['seconds']} s){detail}")
     sections = [r["section"] for r in results]
 
+    t0 = time.perf_counter()
     ctx = Context(index, repair=True, say=say)
     standing = ctx.standing()
     atomic.write_text(data_dir / "standing.csv", standing.to_csv(index=False))
@@ -505,6 +511,11 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     )
     say("rendering HTML and PDF")
     html, pdf = render(ctx_report, out_dir)
+    phase_seconds["render"] = time.perf_counter() - t0
+    if not scheduler:  # a cluster's workers are other machines: their seconds would price this one wrongly
+        computed = {r["name"]: r["seconds"] for r in results if r.get("status") == "computed"}
+        cost.record_report_seconds(estimate.calibration, profile.name, threads,
+                                   {**computed, "render": phase_seconds["render"]})  # fmt: skip
     phase_seconds["total"] = time.perf_counter() - started
     atomic.write_text(data_dir / "timings.json", json.dumps({k: round(v, 1) for k, v in phase_seconds.items()}))
     say(f"done in {phase_seconds['total']:.0f} s: {html} and {pdf}")

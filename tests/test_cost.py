@@ -262,6 +262,31 @@ def test_every_profile_gets_seconds_and_disk_for_each_model_and_a_wall_time(name
     assert "wall time about" in summary and ("wants a GPU" in summary) == profile.wants_gpu
 
 
+def test_the_plan_prices_analyses_by_this_machines_last_run_of_the_profile(artifacts, fake_measurements):
+    profile = load_profile("smoke-all")
+    models = plan(profile, None, common.orders_read(profile.analyses))[1]
+    first = cost.estimate(profile, models, workers=2, threads=1, calibrate=True, say=lambda _: None)
+    assert dict(first.analyses)["cells"] == cost.ANALYSIS_SECONDS["cells"]  # nothing run here yet
+    assert first.render_s == cost.RENDER_SECONDS and "quick profile's cold run" in first.summary()[0]
+    cost.record_report_seconds(first.calibration, profile.name, 1, {"cells": 123.4, "render": 7.0})
+    cost.record_report_seconds(first.calibration, profile.name, 2, {"pooling": 999.0})  # other threads: not ours
+    cost.record_report_seconds(first.calibration, "quick", 1, {"vanishing": 999.0})  # another profile
+    again = cost.estimate(profile, models, workers=2, threads=1, calibrate=True, say=lambda _: None)
+    seconds = dict(again.analyses)
+    assert seconds["cells"] == 123.4 and again.render_s == 7.0
+    assert seconds["pooling"] == cost.ANALYSIS_SECONDS["pooling"]
+    assert seconds["vanishing"] == cost.ANALYSIS_SECONDS["vanishing"]
+    assert f"1 of {len(profile.analyses)} as this machine last measured them" in again.summary()[0]
+    assert again.analyses_wall_s > first.analyses_wall_s  # cells went from 30 s to 123.4 s
+    # submitted longest first: cells (last but two in the profile) starts at once instead of near the end
+    assert again.analysis_order()[0] == "cells"
+    in_profile_order = cost.makespan((seconds[a] for a in profile.analyses), 2)
+    assert again.analyses_wall_s == cost.makespan(sorted(seconds.values(), reverse=True), 2) < in_profile_order
+    reread = cost.Calibration(machine_info=cost.machine())  # written at once, with when and under which load
+    entry = reread.entries[cost.analysis_key(profile.name, "cells", 1)]
+    assert entry["seconds"] == 123.4 and "measured_at" in entry and "load_average" in entry
+
+
 def test_a_finished_model_shows_what_its_training_took_next_to_the_estimate(
     tmp_path, artifacts, text_10k, fake_measurements
 ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -188,4 +189,8 @@ def test_a_fresh_folder_runs_the_smoke_report_on_the_shipped_corpus(tmp_path):
     assert (report / "index.html").is_file() and (report / "report.pdf").read_bytes().startswith(b"%PDF")
     assert "warpeace" in (report / "index.html").read_text()
     assert (work / "artifacts" / "warpeace").is_dir()
+    (calibration,) = (home / ".cache" / "charlm").glob("calibration-*.json")  # the next plan prices the analyses
+    recorded = json.loads(calibration.read_text())["entries"]
+    priced = {k.split()[1] for k in recorded if k.startswith("analysis ") and "profile=smoke" in k}
+    assert {"cross_entropy", "render"} <= priced <= {*load_profile("smoke").analyses, "render"}
     shutil.rmtree(work / "artifacts")  # 20 MB of tiny models and n-grams
