@@ -27,6 +27,20 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_calibration_cache(tmp_path_factory):
+    """Report runs record their analyses' seconds in the machine's calibration file (charlm.cost): the tests'
+    tiny runs write to a file of their own, not to the one that prices the user's next `make report`."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
+
+
 WORDS = (
     "the prince said that war and peace were not the same thing ; natasha laughed , "
     'pierre looked at the old count and smiled . " yes " she said . moscow was burning'
