@@ -167,22 +167,24 @@ class Calibration:
         load = load_average()
         started = time.perf_counter()
         value = measure()
-        return self.record(key, {**value, "seconds_to_measure": round(time.perf_counter() - started, 2)}, load)
+        value = {**value, "seconds_to_measure": round(time.perf_counter() - started, 2)}
+        return self.record({key: value}, load)[key]
 
-    def record(self, key: str, value: dict, load: float | None = None) -> dict:
-        """Store a measurement (taken by `get`, or by a report run: an analysis's seconds) with when it was taken and
-        the load average it began under (`load`; now when not given), and write the file at once."""
-        value = {**value, "load_average": load_average() if load is None else load,
+    def record(self, values: dict[str, dict], load: float | None = None) -> dict[str, dict]:
+        """Store measurements {key: value} (one taken by `get`, or a report run's analysis seconds) with when they
+        were taken and the load average they began under (`load`; now when not given), in one write of the file."""
+        stamp = {"load_average": load_average() if load is None else load,
                  "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}  # fmt: skip
-        self.entries[key] = value
-        self.measured.add(key)
-        self._write(key, value)
-        return value
+        values = {key: {**value, **stamp} for key, value in values.items()}
+        self.entries.update(values)
+        self.measured.update(values)
+        self._write(values)
+        return values
 
-    def _write(self, key: str, value: dict) -> None:
+    def _write(self, values: dict[str, dict]) -> None:
         entries = self._read()  # another process may have added entries since we read
         entries.update(self.entries)
-        entries[key] = value
+        entries.update(values)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic.write_json(self.path, {"format": FORMAT, "machine": self.machine, "entries": entries})
 
@@ -209,8 +211,9 @@ def analysis_key(profile_name: str, analysis: str, threads: int) -> str:
 def record_report_seconds(cal: Calibration, profile_name: str, threads: int, seconds: dict[str, float]) -> None:
     """Record what a report run measured ({analysis name or "render": seconds}, only what it computed), so the next
     plan of the same profile on this machine prices its analyses by them."""
-    for name, s in seconds.items():
-        cal.record(analysis_key(profile_name, name, threads), {"seconds": round(float(s), 1)})
+    cal.record(
+        {analysis_key(profile_name, name, threads): {"seconds": round(float(s), 1)} for name, s in seconds.items()}
+    )
 
 
 def kenlm_key(corpus_key: str, orders: tuple[int, int]) -> str:
