@@ -248,14 +248,20 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
                         width = matched_size(arch, budget, V, layers)
                         configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
         abl = profile.ablations
-        if abl:
-            width = matched_size("lstm", abl["budget"], V, abl["layers"])
+        for layers in ablation_depths(profile):
+            width = matched_size("lstm", abl["budget"], V, layers)
             for seed in abl.get("lstm_seeds", [0]):
-                configs.append(TrainConfig(corpus_arg, "lstm", abl["layers"], width, dropout, seed, **train))
+                configs.append(TrainConfig(corpus_arg, "lstm", layers, width, dropout, seed, **train))
             for arch in abl["archs"]:
-                configs.append(TrainConfig(corpus_arg, arch, abl["layers"], width, dropout, 0, **train))
+                configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
     unique = {c.model_id(corpus.key): c for c in configs}
     return list(unique.values())
+
+
+def ablation_depths(profile: Profile) -> list[int]:
+    """The depths of Levy's ablations: [ablations] layers, a number or a list (Levy et al. ran 2-layer networks)."""
+    layers = profile.ablations.get("layers", []) if profile.ablations else []
+    return [int(n) for n in (layers if isinstance(layers, list) else [layers])]
 
 
 # ------------------------------------------------------------------------------------------ the headline LSTM

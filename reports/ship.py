@@ -102,7 +102,7 @@ def is_nnn(config) -> bool:
     return isinstance(config, NNNConfig)
 
 
-def train_all(profile_name: str, threads: int, only: set[str] | None, command: str) -> int:
+def train_all(profile_name: str, threads: int, only: list[str] | None, command: str) -> int:
     """Train the profile's models in turn (the recurrent ones, then the n-NNs); several such processes (one per core)
     share the list through locks."""
     from charlm.plan import neural_configs
@@ -114,11 +114,14 @@ def train_all(profile_name: str, threads: int, only: set[str] | None, command: s
         planned += [(corpus, c) for c in neural_configs(profile, corpus, arg)]
         nnns += [(corpus, c) for c in nnn_configs(profile, corpus)]
     planned = training_order(planned) + nnns
-    if only:
-        planned = [
-            (corpus, c) for corpus, c in planned
-            if (c.arch if not is_nnn(c) else "nnn") in only or c.model_id(corpus.key) in only
-        ]  # fmt: skip
+    if only:  # in the order given: a model id where named, else its architecture's place ("nnn" for the n-NNs)
+        rank = {name: k for k, name in reversed(list(enumerate(only)))}
+
+        def place(pair) -> int | None:
+            corpus, c = pair
+            return rank.get(c.model_id(corpus.key), rank.get("nnn" if is_nnn(c) else c.arch))
+
+        planned = sorted((pair for pair in planned if place(pair) is not None), key=place)
     revision = git_revision(Path(__file__).resolve().parent)
     for k, (corpus, config) in enumerate(planned, 1):
         from charlm.paths import complete_metrics, model_dir
@@ -475,7 +478,7 @@ def main(argv=None) -> int:
     train_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     train_p.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s: one core)")
     train_p.add_argument(
-        "--only", nargs="*", default=None, help="only these architectures (nnn: the n-NNs) or model ids"
+        "--only", nargs="*", default=None, help="only these architectures (nnn: the n-NNs) or model ids, in this order"
     )
     pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
     pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
@@ -484,7 +487,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     command = "python -m reports.ship " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.command == "train":
-        return train_all(args.profile, args.threads, set(args.only) if args.only else None, command)
+        return train_all(args.profile, args.threads, args.only or None, command)
     if args.command == "status":
         return status(args.profile)
     return pack_all(args.profile)
