@@ -284,8 +284,9 @@ class Context:
     def predictions(self, row: pd.Series, split: str = "test", snapshot: str | None = None) -> Predictions:
         """Predictions of a model's final checkpoint (or of `snapshot`, a file from `snapshots(row)`).
 
-        Computed on first use and stored beside the checkpoint, keyed by its digest. Snapshots keep full
-        distributions only at `charlm.predictions.sample_positions`; the exact columns cover every position.
+        Computed on first use and stored beside the checkpoint, keyed by its digest. Full distributions are kept
+        only at `charlm.predictions.sample_positions`; the exact columns cover every position, but for a snapshot,
+        which is scored on the sample alone (charlm.predict, `sample_only`).
         """
         key = (row["model_id"], row["dir"], split, snapshot)
         if key in self._predictions:
@@ -296,7 +297,7 @@ class Context:
             from charlm.predict import predict_checkpoint
 
             path = predict_checkpoint(
-                self._checkpoint(row, snapshot), split, sample=snapshot is not None, progress=self.progress,
+                self._checkpoint(row, snapshot), split, progress=self.progress, sample_only=snapshot is not None,
                 repair=self.repair, corpus=self.corpus(row),
             )  # fmt: skip
         elif family == "ngram":

@@ -12,7 +12,8 @@ For every snapshot of every recurrent model that has them (the LSTM, GRU, RNN an
 
 to each n-NN (n = 1..6) and to each KenLM n-gram (n = 1..9: exact smoothed counts, so the curves mean something
 even where an n-NN is undertrained), at the fixed sample of test positions where every stored Predictions keeps
-its full distribution, and the test loss (exact, every position) of the snapshot and of each baseline;
+its full distribution (40 blocks of 500 positions: a snapshot is scored on them alone, a tenth of the split), and
+the test loss (exact) of the snapshot and of each baseline on that same sample;
 delta loss = baseline loss - snapshot loss, positive where the recurrent net is better (the paper's sign).
 
 Precision. Distributions are stored in float16 (charlm.predictions): each stored log-probability errs by at most
@@ -127,7 +128,8 @@ class _Baselines:
     def measured(self) -> tuple[np.ndarray, list[np.ndarray]]:
         """(B,) test losses and B (K, V) float32 distributions at the sample (a few MB each): one read each."""
         preds = [self.ctx.predictions(b, self.split) for _, b in self.rows.iterrows()]
-        return np.array([p.nll.mean() for p in preds]), [p.distributions(self.positions) for p in preds]
+        losses = np.array([p.nll_at(self.positions).mean() for p in preds])  # on the sample, as the snapshots'
+        return losses, [p.distributions(self.positions) for p in preds]
 
 
 def _measure(ctx: Context, model: pd.Series, files: list[str], baselines: _Baselines) -> dict[str, np.ndarray]:
@@ -135,7 +137,8 @@ def _measure(ctx: Context, model: pd.Series, files: list[str], baselines: _Basel
     preds = [ctx.predictions(model, baselines.split, snapshot=f) for f in files]
     baseline_loss, baseline_logps = baselines.measured
     kl, bound = divergences([p.distributions(baselines.positions) for p in preds], baseline_logps)
-    return {"kl": kl, "bound": bound, "loss": np.array([p.nll.mean() for p in preds]), "baseline_loss": baseline_loss}
+    loss = np.array([p.nll_at(baselines.positions).mean() for p in preds])
+    return {"kl": kl, "bound": bound, "loss": loss, "baseline_loss": baseline_loss}
 
 
 def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
@@ -396,7 +399,7 @@ def notes(df: pd.DataFrame) -> list[str]:
         "The paper compares a 3-layer LSTM over its first 3 epochs with the n-NNs; we compare every recurrent model "
         "that kept training snapshots (log-spaced over its first epochs), with the n-NNs and with the KenLM n-grams.",
         f"KL is averaged over the fixed sample of {int(df['positions'].iloc[0]):,} test positions where every stored "
-        "Predictions keeps its full distribution (charlm.predictions.sample_positions); losses use every position.",
+        "Predictions keeps its full distribution (charlm.predictions.sample_positions); losses are on the same sample.",
         "The paper's n-NNs cross-validated their hidden size with the full recipe; ours chose it from the profile's "
         "grid, so an undertrained higher-order n-NN can sit closer to a weak net than its order suggests.",
     ]

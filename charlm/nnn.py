@@ -489,7 +489,9 @@ def predict_folder(folder: Path, corpus: corpora.Corpus, split: str = "test", re
     if model.meta.get("corpus_sha256") != corpus.sha256:
         raise UserError(f"checkpoint in {folder} was not trained on corpus '{corpus.name}' (sha256 mismatch)")
     mid = model.meta.get("model_id", folder.name)
-    return predictions.save(out, predictions.from_logprobs(predict_logprobs(model, ids), ids[1:], mid, digest))
+    logp = predict_logprobs(model, ids)  # full rows in memory; stored at the sample, as every model's (predict.py)
+    positions = predictions.sample_positions(ids.size - 1)
+    return predictions.save(out, predictions.from_logprobs(logp, ids[1:], mid, digest, positions))
 
 
 def main(argv=None) -> int:

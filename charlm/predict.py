@@ -65,6 +65,22 @@ def stream_layout(n_positions: int, streams: int | None = None, warmup: int = WA
     return first, lengths, np.where(scored, position, -1)
 
 
+def sample_layout(positions: np.ndarray, warmup: int = WARMUP):
+    """The stream layout (as `stream_layout`) that scores only `positions`: one stream per run of consecutive
+    positions (a block of the sample), reading the `warmup` characters before it with its state carried in."""
+    positions = np.asarray(positions, dtype=np.int64)
+    breaks = np.flatnonzero(np.diff(positions) != 1) + 1
+    starts = positions[np.r_[0, breaks]]
+    ends = positions[np.r_[breaks - 1, positions.size - 1]] + 1
+    warm = np.minimum(warmup, starts)
+    first = starts - warm
+    lengths = ends - first
+    rows = np.arange(lengths.max(), dtype=np.int64)
+    position = first[:, None] + rows[None, :]
+    scored = (rows[None, :] >= warm[:, None]) & (rows[None, :] < lengths[:, None])
+    return first, lengths, np.where(scored, position, -1)
+
+
 @torch.no_grad()
 def score_split(
     model: CharLM,
@@ -74,8 +90,12 @@ def score_split(
     warmup: int = WARMUP,
     progress: bool = False,
     desc: str = "",
+    sample_only: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Read `ids` as parallel warmed-up streams; returns (target_logp (n - 1,), rows (R, V)), both float32.
+
+    `sample_only`: read only the runs of consecutive `positions` (each after its warm-up, `sample_layout`);
+    target_logp is then (R,), the sampled positions' alone: a training snapshot's scoring, a tenth of the split.
 
     target_logp[t] is the log-probability of ids[t + 1]; rows are the full log-distributions at `positions`
     (every position when None). Only the rows asked for are materialised, so scoring a snapshot (a sample
@@ -87,7 +107,10 @@ def score_split(
     n_positions = ids.size - 1
     if n_positions < 1:
         raise UserError(f"a text of {ids.size} characters has no position to predict")
-    first, lengths, position = stream_layout(n_positions, streams, warmup)
+    if sample_only:
+        first, lengths, position = sample_layout(positions, warmup)
+    else:
+        first, lengths, position = stream_layout(n_positions, streams, warmup)
     device = model.head.weight.device
     inputs = np.zeros(position.shape, dtype=np.int64)  # (S, Tmax); padding after a stream's end is never scored
     targets = np.zeros(position.shape, dtype=np.int64)
@@ -97,7 +120,7 @@ def score_split(
     row_of = np.arange(n_positions) if positions is None else np.full(n_positions, -1)
     if positions is not None:
         row_of[np.asarray(positions, dtype=np.int64)] = np.arange(len(positions))
-    target_logp = np.empty(n_positions, dtype=np.float32)
+    target_logp = np.full(n_positions, np.nan, dtype=np.float32)
     rows = np.empty((n_positions if positions is None else len(positions), model.config.vocab_size), np.float32)
     inputs_t, targets_t = torch.from_numpy(inputs).to(device), torch.from_numpy(targets).to(device)
     state = None
@@ -115,7 +138,7 @@ def score_split(
         if kept.any():  # normalise and copy only the kept rows (a snapshot keeps a sample), same row order
             sel = torch.from_numpy(kept).to(device)
             rows[row[kept]] = (logits[sel] - lse[sel]).cpu().numpy()
-    return target_logp, rows
+    return (target_logp[positions] if sample_only else target_logp), rows
 
 
 def predict_logprobs(
@@ -181,36 +204,46 @@ def predict_checkpoint(
     checkpoint: str | Path,
     split: str = "test",
     out: Path | None = None,
-    sample: bool = False,
+    sample: bool = True,
     progress: bool = True,
     repair: bool = True,
     corpus: corpora.Corpus | None = None,
+    sample_only: bool = False,
 ) -> Path:
     """Write (or find, keyed by the checkpoint's digest) the Predictions of one split; returns the .npz path.
 
-    `sample=True` keeps full distributions only at `predictions.sample_positions` (training snapshots); a file
-    that holds every row serves a request for the sample too.
+    Every position's exact columns (target log-probability, target) are stored; the full distributions only at
+    `predictions.sample_positions` (`sample=True`, what every analysis reads: KL, entropy, agreement and t-SNE are
+    computed at that sample), or at every row with `sample=False` (`python -m charlm.predict --full`). A file that
+    holds every row serves a request for the sample too. `sample_only` (a training snapshot, read only by
+    training_dynamics) scores the sample's blocks alone, so its exact columns too cover only the sample.
     """
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         load_checkpoint(checkpoint)  # the one clear line for a missing file or a folder
     digest = checkpoint_digest(checkpoint)
     out = out or checkpoint_predictions_path(checkpoint, split)
-    if cached_predictions(out, digest, need_complete=not sample, repair=repair) is not None:
+    cached = cached_predictions(out, digest, need_complete=not sample, repair=repair)
+    if cached is not None and (sample_only or not cached.sample_only):
         return out
     model = load_checkpoint(checkpoint)
     corpus = corpus or corpus_for(model)
     ids = corpus.split(split)
     positions = predictions.sample_positions(ids.size - 1) if sample else None
     desc = f"predict {model.meta.get('model_id', '')} {split}"
-    target_logp, rows = score_split(model, ids, positions, progress=progress, desc=desc)
-    preds = predictions.from_parts(target_logp, ids[1:], rows, positions, model.meta.get("model_id", ""), digest)
+    if sample_only:
+        positions = predictions.sample_positions(ids.size - 1)
+    target_logp, rows = score_split(model, ids, positions, progress=progress, desc=desc, sample_only=sample_only)
+    targets = ids[1:][positions] if sample_only else ids[1:]
+    preds = predictions.from_parts(
+        target_logp, targets, rows, positions, model.meta.get("model_id", ""), digest, sample_only=sample_only
+    )
     return predictions.save(out, preds)
 
 
 def predict_split(checkpoint: str | Path, split: str = "test", out: Path | None = None, progress: bool = True) -> Path:
-    """The Predictions of one split for a final checkpoint (every row stored)."""
-    return predict_checkpoint(checkpoint, split, out, progress=progress)
+    """The Predictions of one split for a checkpoint (every row's distribution stored)."""
+    return predict_checkpoint(checkpoint, split, out, sample=False, progress=progress)
 
 
 def main(argv=None) -> int:
@@ -223,9 +256,16 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--resamples", type=int, default=100, help="bootstrap resamples for the std (default %(default)s)"
     )
+    parser.add_argument(
+        "--full", action="store_true",
+        help="store the distribution of every position (default: the exact columns of every position and the "
+        f"distributions at {predictions.SAMPLE_POSITIONS:,} evenly spaced positions, what the analyses read)",
+    )  # fmt: skip
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    path = predict_checkpoint(args.checkpoint, args.split, args.out, progress=not args.quiet, repair=False)
+    path = predict_checkpoint(
+        args.checkpoint, args.split, args.out, sample=not args.full, progress=not args.quiet, repair=False
+    )
     preds = predictions.load(path)
     print(f"{preds.model_id or args.checkpoint}: {preds.summary(args.split, args.resamples)} -> {path}")
     return 0

@@ -6,8 +6,9 @@ analysis that reads Predictions works for every model. A file holds, for T = n -
 
     target_logp  (T,)    float32  log-probability of the true next character (exact)
     targets      (T,)    int16    vocabulary index of the true next character
-    logp         (R, V)  float16  log-probabilities over the vocabulary: every row (R = T), or, for
-                                  training snapshots and n-grams, the fixed sample of rows in `positions`
+    logp         (R, V)  float16  log-probabilities over the vocabulary at the fixed sample of rows in
+                                  `positions` (SAMPLE_POSITIONS evenly spaced rows: what every analysis reads),
+                                  or at every row (R = T) when asked for (`python -m charlm.predict --full`)
     argmax       (R,)    uint8    the most likely next character at those rows (exact)
     source_digest        what they were computed from: the checkpoint's sha256, or an n-gram's id and size
 
@@ -20,9 +21,10 @@ computed from stored rows then errs by at most
 
     B = sum_v p_v [ (exp(e(a_v)) - 1) |a_v - b_v| + exp(e(a_v)) (e(a_v) + e(b_v)) ]    (per row)
 
-(`kl_error_bound`; tests check the actual error against it on a trained model's predictions). This
-halves the disk of float32 (57 MB per War and Peace model instead of 114 MB); snapshots store only
-`SAMPLE_POSITIONS` rows of distributions, so a run's dozen snapshots cost about 5 MB each.
+(`kl_error_bound`; tests check the actual error against it on a trained model's predictions). Keeping
+distributions at a sample of 20,000 rows and exact columns everywhere costs about 6 MB per model on War and Peace
+(every row in float16: 57 MB), and no analysis number changes: KL, entropy, agreement and t-SNE were always
+computed at that sample.
 """
 
 from __future__ import annotations
@@ -38,11 +40,13 @@ import numpy as np
 from corpora.atomic import atomic_path
 from corpora.errors import UserError
 
-FORMAT = 2
+FORMAT = 3  # 3: the sample is 40 blocks of 500 positions (2: 20,000 single positions spread evenly)
 LN2 = float(np.log(2.0))
 FLOAT16_UNIT = 2.0**-11  # float16 relative rounding error (half a unit in the last place)
 FLOAT16_TINY = 2.0**-25  # float16 absolute rounding error below its normal range (half the subnormal spacing)
-SAMPLE_POSITIONS = 20_000  # rows of full distributions kept for a training snapshot (and t-SNE)
+SAMPLE_BLOCKS = 40  # the sample every model keeps distributions at: this many blocks of consecutive positions,
+SAMPLE_BLOCK = 500  # each this long, evenly spaced over the split (a snapshot is scored on them alone: see predict.py)
+SAMPLE_POSITIONS = SAMPLE_BLOCKS * SAMPLE_BLOCK  # 20,000 rows of full distributions (KL, agreement, t-SNE)
 
 
 class CorruptArtifact(UserError):
@@ -53,9 +57,18 @@ class CorruptArtifact(UserError):
         super().__init__(f"{path} is damaged ({why})")
 
 
-def sample_positions(n_positions: int, k: int = SAMPLE_POSITIONS) -> np.ndarray:
-    """The fixed sample of rows every model stores distributions for: k evenly spaced positions."""
-    return np.unique(np.linspace(0, n_positions - 1, min(k, n_positions)).round().astype(np.int64))
+def sample_positions(n_positions: int, blocks: int = SAMPLE_BLOCKS, block: int = SAMPLE_BLOCK) -> np.ndarray:
+    """The fixed sample of rows every model stores distributions for: `blocks` runs of `block` consecutive
+    positions, evenly spaced over the split (every position of a split shorter than the sample).
+
+    Blocks, not single positions spread evenly: a model reads a block after a short warm-up, so a training
+    snapshot is scored on the sample alone (a tenth of the split's characters, `charlm.predict`) instead of the
+    whole split, and its distributions still come from the state the whole text before would have given
+    (within the warm-up's 6e-5 nats, charlm.predict.WARMUP)."""
+    if n_positions <= blocks * block:
+        return np.arange(n_positions, dtype=np.int64)
+    starts = np.linspace(0, n_positions - block, blocks).round().astype(np.int64)
+    return (starts[:, None] + np.arange(block, dtype=np.int64)[None, :]).ravel()
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +80,7 @@ class Predictions:
     positions: np.ndarray | None = None  # None: logp holds every row
     model_id: str = ""
     source_digest: str = ""  # the checkpoint's sha256 (or an n-gram's id and size) these were computed from
+    sample_only: bool = False  # True: target_logp and targets too hold only the rows at `positions` (a snapshot)
 
     @property
     def vocab_size(self) -> int:
@@ -81,9 +95,15 @@ class Predictions:
         """True when `logp` holds the distribution of every position."""
         return self.positions is None
 
+    def nll_at(self, positions: np.ndarray) -> np.ndarray:
+        """(K,) negative log-likelihood at split `positions` (a sample-only file holds those of its sample)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        return self.nll[self.rows(positions)] if self.sample_only else self.nll[positions]
+
     @cached_property
     def nll(self) -> np.ndarray:
-        """(T,) negative log-likelihood of each true character, in nats (exact)."""
+        """(T,) negative log-likelihood of each true character, in nats (exact); only the sample's with
+        `sample_only`."""
         return -self.target_logp.astype(np.float64)
 
     @cached_property
@@ -158,13 +178,17 @@ def from_parts(
     positions: np.ndarray | None = None,
     model_id: str = "",
     source_digest: str = "",
+    sample_only: bool = False,
 ) -> Predictions:
-    """The stored form from exact target log-probabilities (T,) and exact distributions (R, V) at `positions`."""
+    """The stored form from exact target log-probabilities (T,) and exact distributions (R, V) at `positions`;
+    with `sample_only`, the targets and their log-probabilities are those of the sampled positions alone."""
     targets = np.asarray(targets, dtype=np.int64)
     rows = np.asarray(rows)
     expected = targets.size if positions is None else len(positions)
     if np.asarray(target_logp).shape != targets.shape or rows.ndim != 2 or rows.shape[0] != expected:
         raise ValueError(f"target_logp {np.shape(target_logp)}, rows {rows.shape}, targets {targets.size} do not match")
+    if sample_only and (positions is None or targets.size != len(positions)):
+        raise ValueError("sample-only predictions hold one target per sampled position")
     return Predictions(
         target_logp=np.asarray(target_logp, dtype=np.float32),
         targets=targets,
@@ -173,6 +197,7 @@ def from_parts(
         positions=None if positions is None else np.asarray(positions, dtype=np.int64),
         model_id=model_id,
         source_digest=source_digest,
+        sample_only=sample_only,
     )
 
 
@@ -188,6 +213,8 @@ def save(path: str | Path, preds: Predictions) -> Path:
     }
     if preds.positions is not None:
         arrays["positions"] = preds.positions.astype(np.int64)
+    if preds.sample_only:
+        arrays["sample_only"] = np.array(True)
     with atomic_path(path, suffix=".tmp.npz") as tmp:
         np.savez(tmp, **arrays)
     return Path(path)
@@ -232,12 +259,15 @@ def _read(path: Path) -> Predictions:
                 positions=positions,
                 model_id=str(f["model_id"]),
                 source_digest=str(f["source_digest"]),
+                sample_only="sample_only" in f.files and bool(f["sample_only"]),
             )
     except CorruptArtifact:
         raise
     except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
         raise CorruptArtifact(path, f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}") from None
     rows = preds.n_positions if positions is None else positions.size
+    if preds.sample_only and preds.n_positions != rows:
+        raise CorruptArtifact(path, "a sample-only file whose targets are not its sample's")
     if not (preds.target_logp.size == preds.n_positions and preds.logp.shape[0] == preds.argmax.size == rows):
         raise CorruptArtifact(path, "its arrays disagree in length")
     return preds

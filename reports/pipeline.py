@@ -125,7 +125,7 @@ def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: boo
     predict_checkpoint(out / "checkpoint.pt", "test", progress=False, corpus=corpus)
     if snapshots:
         for snap in metrics.get("snapshots", []):
-            predict_checkpoint(out / snap["file"], "test", sample=True, progress=False, corpus=corpus)
+            predict_checkpoint(out / snap["file"], "test", progress=False, corpus=corpus, sample_only=True)
     say(f"{out.name}: val {metrics['best_val_loss']:.3f} nats/char after {metrics['chars_trained']:,} chars "
         f"(training {metrics['seconds']:.0f} s, this job {time.perf_counter() - started:.0f} s)")  # fmt: skip
     return str(out)

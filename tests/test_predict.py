@@ -304,3 +304,38 @@ def test_scoring_a_sample_of_rows_gives_exactly_the_full_computations_numbers(ti
     np.testing.assert_array_equal(target, full_target)
     np.testing.assert_array_equal(rows, full_rows[sample])
     np.testing.assert_array_equal(full_target, full_rows[np.arange(ids.size - 1), ids[1:]])
+
+
+def test_the_sample_is_blocks_of_consecutive_positions_spread_over_the_split():
+    positions = predictions.sample_positions(100_000, blocks=4, block=10)
+    assert positions.size == 40 and np.all(np.diff(positions) > 0)
+    runs = np.split(positions, np.flatnonzero(np.diff(positions) != 1) + 1)
+    assert [r.size for r in runs] == [10] * 4 and runs[0][0] == 0 and runs[-1][-1] == 99_999
+    np.testing.assert_array_equal(predictions.sample_positions(30, blocks=4, block=10), np.arange(30))
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru-paper"])
+def test_a_snapshot_scored_on_the_sample_alone_stays_within_a_thousandth_of_a_nat_of_the_full_reading(arch):
+    """A snapshot reads only the sample's blocks, each after its warm-up: its targets' log-probabilities and its
+    distributions stay as close to the full parallel reading as the parallel reading is to one stream."""
+    model = _random_model(arch, vocab=20, layers=2, scale=0.3)
+    ids = np.random.default_rng(3).integers(0, 20, 20_000).astype(np.uint8)
+    positions = predictions.sample_positions(ids.size - 1, blocks=8, block=300)
+    full_target, full_rows = predict_module.score_split(model, ids, positions)
+    target, rows = predict_module.score_split(model, ids, positions, sample_only=True)
+    assert target.shape == (positions.size,) and rows.shape == full_rows.shape
+    assert abs(float(target.mean()) - float(full_target[positions].mean())) < 1e-3
+    np.testing.assert_allclose(rows, full_rows, atol=2e-2)
+    np.testing.assert_array_equal(target, rows[np.arange(positions.size), ids[1:][positions]])
+
+
+def test_sample_only_predictions_round_trip_and_answer_for_their_sample(tiny_run, tmp_path):
+    checkpoint = tiny_run.out / "checkpoint.pt"
+    out = predict_module.predict_checkpoint(checkpoint, "test", tmp_path / "s.npz", progress=False, sample_only=True)
+    preds = predictions.load(out)
+    ids = tiny_run.corpus.split("test")
+    sample = predictions.sample_positions(ids.size - 1)
+    assert preds.sample_only and preds.n_positions == sample.size
+    np.testing.assert_array_equal(preds.targets, ids[1:][sample])
+    full = predictions.load(predict_module.predict_checkpoint(checkpoint, "test", tmp_path / "f.npz", progress=False))
+    np.testing.assert_allclose(preds.nll_at(sample), full.nll_at(sample), atol=1e-3)
