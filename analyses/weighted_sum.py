@@ -46,6 +46,7 @@ import torch
 from matplotlib.colors import LogNorm
 from scipy import stats
 
+from charlm import archs
 from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS, memory_weights
 from corpora.errors import UserError, run_cli
 
@@ -64,7 +65,7 @@ BPTT = 100  # Karpathy et al.'s unroll: spans beyond it reach past what truncate
 MIN_OCCURRENCES = 5  # characters rarer than this in the excerpt are left out of the frequency correlation
 KEEP_RESOLVED = 1.0 - 2.0**-24  # float32 cannot tell a keep gate above this from 1: spans cap near 1.7e7
 
-CONTENT_FROM_INPUT = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden")  # ctilde_j = W_cx x_j: no history (sec 3.1)
+CONTENT_FROM_INPUT = archs.names(content_from_input=True)  # ctilde_j = W_cx x_j: no history (Levy sec 3.1)
 
 SETTINGS = {
     "split": "test",  # Levy et al. visualise held-out text

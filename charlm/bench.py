@@ -32,12 +32,11 @@ import torch.nn.functional as F
 from corpora import atomic
 from corpora.errors import run_cli
 
+from .archs import ARCHITECTURES
 from .model import ARCHS, CharLM, ModelConfig
 
-FUSED_REFERENCE = {  # everything else: the fused LSTM
-    "rnn": "rnn", "gru": "gru", "lstm-gates": "rnn", "cbow": "rnn", "cbow-tanh": "rnn", "gru-paper": "gru",
-}  # fmt: skip
-OWN_SCAN = ("gru-paper",)  # trains with a hand-written backward of its own, not a torch kernel
+FUSED_REFERENCE = {a.name: a.bench_against for a in ARCHITECTURES}  # the fused torch architecture timed beside each
+OWN_SCAN = tuple(a.name for a in ARCHITECTURES if a.kernel)  # trains with a hand-written backward of its own
 PAPER_GRU_SHAPES = ((2, 54), (2, 100), (3, 45), (3, 80))  # (layers, width): reference's Linux GRUs, Fig 1
 
 
@@ -72,7 +71,7 @@ def bench_cells(
     fused_models = {}
     records = []
     for arch in archs:
-        ref = FUSED_REFERENCE.get(arch, "lstm")
+        ref = FUSED_REFERENCE[arch]
         fused_models.setdefault(ref, CharLM(ModelConfig(ref, vocab, layers, size)))
         # `gru-paper` has no torch kernel: it trains with its own scan, so that is what is timed
         ours = _step_timer(CharLM(ModelConfig(arch, vocab, layers, size)), arch in OWN_SCAN, ids, targets)

@@ -36,12 +36,13 @@ import time
 from pathlib import Path
 
 import corpora
+from charlm import archs
 from charlm.plan import available, load_profile
 from charlm.shipped import MANIFEST, damaged_files, shipped_folder
 from corpora import atomic
 from corpora.errors import UserError, run_cli
 
-FUSED = ("lstm", "rnn", "gru", "lstm-gates")  # trained with torch's fused kernels (charlm.train fused=True)
+FUSED = archs.names(fused="torch")  # trained with torch's fused kernels (charlm.train fused=True)
 PROVENANCE = "provenance.json"
 
 

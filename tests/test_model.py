@@ -13,8 +13,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from charlm import ARCHS, ModelConfig, build_model, count_params, matched_size, memory_weights
+from charlm.layers import CBOW_DECAY
 from charlm.model import ABLATIONS as LEVY_ABLATIONS
-from charlm.model import CBOW_DECAY, budget_of, budget_params
+from charlm.model import budget_of, budget_params
 from corpora.errors import UserError
 
 V, B, T = 11, 3, 9

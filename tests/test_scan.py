@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from charlm.model import LinearScan, PaperGRUScan
+from charlm.layers import LinearScan, PaperGRUScan
 
 
 def test_scan_matches_the_recurrence_and_its_gradients():
