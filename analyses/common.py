@@ -41,17 +41,18 @@ import corpora  # noqa: E402
 from corpora import atomic  # noqa: E402
 from corpora.errors import UserError  # noqa: E402
 
+from .base import Analysis, Finding, Result  # noqa: E402
 from .context import Context, MissingInput, Needs, model_index, one_recipe_per_corpus  # noqa: E402
 
-REQUIRED = ("TITLE", "QUESTION", "compute", "plot", "caption")
+REQUIRED = ("TITLE", "QUESTION", "compute", "plot", "caption")  # a module written before analyses.base
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpora", "charlm", "probes", "analyses")  # the code that produces numbers
 TEXT_COLUMNS = ("char", "text", "sample", "prime", "keywords")  # columns of corpus text, read back as text
 BRIEF_TRAINING = 20_000_000  # training characters below which captions say the models are only briefly trained
 
 
-def load_analysis(name: str) -> ModuleType:
-    """Import analyses.<name> and check it defines what every analysis must; one clear line otherwise."""
+def load_analysis(name: str) -> Analysis:
+    """The analysis called `name`: analyses.<name>.ANALYSIS (analyses.base.Analysis); one clear line otherwise."""
     if not name.isidentifier():
         raise UserError(f"'{name}' is not an analysis name")
     try:
@@ -60,13 +61,65 @@ def load_analysis(name: str) -> ModuleType:
         if err.name == f"analyses.{name}":
             raise UserError(f"unknown analysis '{name}': no module analyses/{name}.py") from None
         raise
+    analysis = getattr(module, "ANALYSIS", None)
+    if isinstance(analysis, Analysis):
+        return analysis
     missing = [part for part in REQUIRED if not hasattr(module, part)]
     if missing:
         raise UserError(
-            f"analysis module analyses.{name} lacks {', '.join(missing)}: every analysis defines TITLE, QUESTION, "
-            "compute(ctx), plot(df) and caption(df)"
+            f"analysis module analyses.{name} defines no ANALYSIS (an analyses.base.Analysis) and lacks "
+            f"{', '.join(missing)}"
         )
-    return module
+    return Legacy(module)
+
+
+class Legacy(Analysis):
+    """A module written before the contract (TITLE, compute(ctx) -> DataFrame, caption(df), ...), as an Analysis.
+    Its caption becomes one finding with no fields: the number check reads it like any other sentence."""
+
+    def __init__(self, module: ModuleType):
+        self.module = module
+        self.name = analysis_name(module)
+        self.title, self.question = module.TITLE, module.QUESTION
+        self.source = getattr(module, "PAPER_SOURCE", "")
+        self.needs = getattr(module, "NEEDS", Needs())
+        self.settings = dict(getattr(module, "SETTINGS", {}))
+
+    def compute(self, ctx: Context) -> Result:
+        df = self.module.compute(ctx)
+        return Result(df, self._findings(df))
+
+    def _findings(self, df) -> list[Finding]:
+        text = self.module.caption(df)
+        return [Finding(text.replace("{", "{{").replace("}", "}}"))] if text else []
+
+    def plot(self, result: Result):
+        return self.module.plot(result.table)
+
+    def summary_table(self, result: Result):
+        m, df = self.module, result.table
+        if hasattr(m, "report_table"):
+            return m.report_table(df)
+        return m.with_paper(df) if hasattr(m, "with_paper") else df
+
+    def paper_table(self):
+        m = self.module
+        return m.paper_table() if hasattr(m, "paper_table") and not hasattr(m, "with_paper") else None
+
+    def html(self, result: Result) -> str:
+        return self.module.report_html(result.table) if hasattr(self.module, "report_html") else ""
+
+
+def as_analysis(analysis: Analysis | ModuleType) -> Analysis:
+    """An Analysis, also from its module (tests and older callers pass the module)."""
+    if isinstance(analysis, Analysis):
+        return analysis
+    return getattr(analysis, "ANALYSIS", None) or Legacy(analysis)
+
+
+def module_of(analysis: Analysis) -> ModuleType:
+    """The module that defines an analysis (what its cache key hashes)."""
+    return analysis.module if isinstance(analysis, Legacy) else sys.modules[type(analysis).__module__]
 
 
 def analysis_name(module: ModuleType) -> str:
@@ -171,19 +224,19 @@ def report_order(df: pd.DataFrame, *then: str, descending: tuple[str, ...] = ())
     return keyed.sort_values(keys, ascending=ascending, kind="stable").drop(columns=["_rank", "_scale"])
 
 
-def needs(module: ModuleType) -> Needs:
-    return getattr(module, "NEEDS", Needs())
+def needs(analysis: Analysis | ModuleType) -> Needs:
+    return as_analysis(analysis).needs
 
 
-def settings(module: ModuleType, profile_settings: dict | None = None, overrides: dict | None = None) -> dict:
-    """Module defaults, then the profile's [analysis.<name>] table, then command-line --set values."""
-    defaults = dict(getattr(module, "SETTINGS", {}))
+def settings(analysis: Analysis, profile_settings: dict | None = None, overrides: dict | None = None) -> dict:
+    """The analysis's defaults, then the profile's [analysis.<name>] table, then command-line --set values."""
+    analysis = as_analysis(analysis)
+    defaults = dict(analysis.settings)
     merged = {**defaults, **(profile_settings or {}), **(overrides or {})}
     unknown = sorted(set(merged) - set(defaults))
     if unknown:
-        name = analysis_name(module)
         known = ", ".join(sorted(defaults)) or "none"
-        raise UserError(f"analysis '{name}' has no setting {', '.join(unknown)} (its settings: {known})")
+        raise UserError(f"analysis '{analysis.name}' has no setting {', '.join(unknown)} (its settings: {known})")
     return merged
 
 
@@ -224,8 +277,9 @@ def _imports(path: Path) -> set[str]:
     return {name for name in found if name.split(".")[0] in PACKAGES}
 
 
-def source_files(module: ModuleType) -> list[Path]:
-    """The analysis module and every module of the suite it imports, transitively (package __init__s too)."""
+def source_files(analysis: Analysis | ModuleType) -> list[Path]:
+    """The analysis's module and every module of the suite it imports, transitively (package __init__s too)."""
+    module = analysis if isinstance(analysis, ModuleType) else module_of(analysis)
     todo, seen = [Path(module.__file__).resolve()], set()
     while todo:
         path = todo.pop()
@@ -241,9 +295,14 @@ def source_files(module: ModuleType) -> list[Path]:
     return sorted(seen)
 
 
-@functools.cache  # the files do not change while a report runs; several analyses key many caches by it
-def source_digest(module: ModuleType) -> str:
+def source_digest(analysis: Analysis | ModuleType) -> str:
     """One hash of every source file whose code can change this analysis's numbers (computed once per process)."""
+    module = analysis if isinstance(analysis, ModuleType) else module_of(analysis)
+    return _digest(module)
+
+
+@functools.cache  # the files do not change while a report runs; several analyses key many caches by it
+def _digest(module: ModuleType) -> str:
     h = hashlib.sha256()
     for path in source_files(module):
         h.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
@@ -318,13 +377,13 @@ def _parse_setting(text: str) -> tuple[str, object]:
         return key.strip(), value
 
 
-def analysis_parser(module: ModuleType) -> argparse.ArgumentParser:
+def analysis_parser(analysis: Analysis) -> argparse.ArgumentParser:
     """The common CLI of an analysis: which corpora and models, settings, where the table and figure go."""
-    name = analysis_name(module)
-    doc = (module.__doc__ or module.TITLE).strip().split("\n\n")[0]
-    defaults = getattr(module, "SETTINGS", {})
+    module = module_of(analysis)
+    doc = (module.__doc__ or analysis.title).strip().split("\n\n")[0]
+    defaults = analysis.settings
     epilog = "settings (--set KEY=VALUE): " + ", ".join(f"{k}={v!r}" for k, v in defaults.items()) if defaults else None
-    parser = argparse.ArgumentParser(prog=f"python -m analyses.{name}", description=doc, epilog=epilog)
+    parser = argparse.ArgumentParser(prog=f"python -m analyses.{analysis.name}", description=doc, epilog=epilog)
     parser.add_argument(
         "--corpus", action="append", default=None,
         help="corpus to analyse: a registered name or a file path (repeatable; default: every corpus with models)",
@@ -373,61 +432,69 @@ def index_for_args(args) -> pd.DataFrame:
 
 
 def orders_read(names: list[str]) -> tuple[set[int], set[int]]:
-    """The KenLM and n-NN orders the named analyses read (their NEEDS), which a profile builds besides its own."""
+    """The KenLM and n-NN orders the named analyses read (their needs), which a profile builds besides its own."""
     ngram_n, nnn_n = set(), set()
     for name in names:
-        need = needs(load_analysis(name))
+        need = load_analysis(name).needs
         ngram_n.update(need.ngram_n)
         nnn_n.update(need.nnn_n)
     return ngram_n, nnn_n
 
 
 def run_module(module: ModuleType, ctx: Context) -> pd.DataFrame:
+    """The tidy table of an analysis given by its module (tests)."""
+    return run_analysis(as_analysis(module), ctx).table
+
+
+def run_analysis(analysis: Analysis, ctx: Context) -> Result:
     """compute(ctx), after checking the corpora the analysis is about are there."""
-    wanted = needs(module).corpora
+    wanted = analysis.needs.corpora
     if wanted:
         present = {str(c) for c in ctx.index["corpus"].unique()}
         if not present & set(wanted):
-            name = analysis_name(module)
             raise MissingInput(
-                f"{name} needs models trained on the {' or '.join(wanted)} corpus: "
+                f"{analysis.name} needs models trained on the {' or '.join(wanted)} corpus: "
                 f"run `python -m reports --profile quick` (or charlm.train --corpus {wanted[0]})"
             )
-    return module.compute(ctx)
+    return analysis.compute(ctx)
 
 
 def analysis_main(module_name: str):
-    """The `main(argv)` of an analysis module: index -> Context -> compute -> table, figure and caption."""
+    """The `main(argv)` of an analysis module: index -> Context -> compute -> tables, figure and findings."""
 
     def main(argv=None) -> int:
         module = sys.modules[module_name]
-        parser = analysis_parser(module)
+        analysis = as_analysis(module)
+        parser = analysis_parser(analysis)
         if hasattr(module, "add_arguments"):
             module.add_arguments(parser)
         args = parser.parse_args(argv)
         if hasattr(module, "prepare"):
             module.prepare(args)  # e.g. build missing baselines first
         overrides = dict(_parse_setting(s) for s in args.settings)
-        analysis_settings = settings(module, None, overrides)
+        analysis_settings = settings(analysis, None, overrides)
         ctx = Context(index_for_args(args), analysis_settings, repair=False, progress=True, artifacts=args.artifacts)
-        emit(run_module(module, ctx), module, args)
+        emit(run_analysis(analysis, ctx), analysis, args)
         return 0
 
     return main
 
 
-def emit(df: pd.DataFrame, module: ModuleType, args) -> None:
+def emit(result: Result, analysis: Analysis, args) -> None:
+    from .prose import sentence
+
     if args.out:
-        save_table(df, args.out)
+        save_table(result.table, args.out)
         print(f"wrote {args.out}")
     else:
         with pd.option_context("display.max_rows", 200, "display.width", 160):
-            print(df.to_string(index=False))
+            print(result.table.to_string(index=False))
     if args.figure:
-        figure = module.plot(df)
+        figure = analysis.plot(result)
         if figure is None:
             print("this analysis draws no figure")
         else:
             save_figure(figure, args.figure)
             print(f"wrote {args.figure}")
-    print(module.caption(df))
+    for finding in result.findings:
+        print(sentence(finding))

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 import corpora
+from charlm import kinds
 from charlm import predictions as predictions_module
 from charlm.paths import artifacts_root, complete_metrics, config_hash
 from charlm.predictions import CorruptArtifact, Predictions
@@ -43,7 +44,7 @@ from corpora import atomic
 from corpora.errors import UserError
 
 INDEX_COLUMNS = [
-    "corpus", "corpus_key", "corpus_source", "corpus_splits", "family", "model_id", "arch", "layers", "size",
+    "corpus", "corpus_key", "corpus_source", "corpus_splits", "family", "kind", "model_id", "arch", "layers", "size",
     "budget", "dropout", "seed", "n", "params", "chars_trained", "seconds", "val_loss", "group_id", "variant",
     "recipe", "snapshots", "digest", "dir",
 ]  # fmt: skip
@@ -62,44 +63,16 @@ class Needs:
     nnn_n: tuple[int, ...] = ()  # n-NN orders the analysis reads
     corpora: tuple[str, ...] = ()  # registered corpora the analysis is about (empty: any corpus)
     snapshots: bool = False  # reads the predictions of training snapshots
+    predictions: bool = True  # reads Predictions (False: checkpoints alone, so it runs beside the models' scoring)
 
 
 # ------------------------------------------------------------------------------------------ the index
 
 
-def _neural_row(m: dict, directory: Path) -> dict:
-    tc = m.get("train_config") or {}
-    key = m.get("corpus_key", m.get("corpus_sha256"))
-    recipe = {k: v for k, v in tc.items() if k not in ("corpus", "arch", "layers", "size", "seed", "dropout")}
-    variant = {k: v for k, v in tc.items() if k not in ("corpus", "seed", "dropout")}
-    return {
-        "family": "neural", "arch": tc.get("arch"), "layers": tc.get("layers"), "size": tc.get("size"),
-        "budget": m.get("budget"), "dropout": tc.get("dropout", 0.0), "seed": tc.get("seed"),
-        "group_id": m.get("group_id"), "variant": config_hash({**variant, "corpus_key": key}),
-        "recipe": config_hash({**recipe, "corpus_key": key}), "snapshots": len(m.get("snapshots") or []),
-    }  # fmt: skip
-
-
-def _baseline_row(m: dict, directory: Path) -> dict:
-    family = m.get("kind", directory.name.split("-")[0])
-    key = m.get("corpus_key", m.get("corpus_sha256"))
-    if family == "nnn":
-        # the hidden-size grid is the model's own selection (sec 4.3 cross-validates it), not its recipe: a profile
-        # may give one order a wider grid ([baselines.nnn_hidden_for_n]) and its n-NNs still compare
-        config = {k: v for k, v in (m.get("config") or {}).items() if k not in ("corpus", "n", "hidden_grid")}
-    else:
-        config = {"kenlm": m.get("kenlm")}
-    return {
-        "family": family, "arch": family, "size": m.get("best_hidden"), "seed": (m.get("config") or {}).get("seed"),
-        "group_id": m.get("group_id") or m.get("model_id"), "recipe": config_hash({**config, "corpus_key": key}),
-        "snapshots": 0,
-    }  # fmt: skip
-
-
 def index_row(metrics: dict, directory: Path) -> dict:
     """One index row from a complete metrics.json, for neural nets, n-grams and n-NNs alike."""
     row = dict.fromkeys(INDEX_COLUMNS)
-    row.update(_neural_row(metrics, directory) if metrics.get("train_config") else _baseline_row(metrics, directory))
+    row.update(kinds.of(metrics, directory).index_row(metrics, directory))  # the model's kind says what it is
     row.update(
         corpus=metrics.get("corpus") or directory.parent.name,
         corpus_key=metrics.get("corpus_key", metrics.get("corpus_sha256")),
@@ -292,24 +265,7 @@ class Context:
         if key in self._predictions:
             self._predictions.move_to_end(key)
             return self._predictions[key]
-        family = row["family"]
-        if family == "neural":
-            from charlm.predict import predict_checkpoint
-
-            path = predict_checkpoint(
-                self._checkpoint(row, snapshot), split, progress=self.progress, sample_only=snapshot is not None,
-                repair=self.repair, corpus=self.corpus(row),
-            )  # fmt: skip
-        elif family == "ngram":
-            from charlm import ngram
-
-            path = ngram.predict(self.corpus(row), int(row["n"]), split, progress=self.progress, repair=self.repair)
-        elif family == "nnn":
-            from charlm import nnn
-
-            path = nnn.predict_folder(Path(row["dir"]), self.corpus(row), split, repair=self.repair)
-        else:
-            raise UserError(f"unknown model family {family!r}")
+        path = kinds.kind(row["kind"]).predictions(row, self.corpus(row), split, snapshot, self.repair, self.progress)
         try:
             preds = predictions_module.load(path)
         except CorruptArtifact:

@@ -24,7 +24,7 @@ from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 
 from .common import analysis_main, report_order, style
-from .context import Context, MissingInput
+from .context import Context, MissingInput, Needs
 
 TITLE = "Training curves: did every model converge?"
 QUESTION = "Is each model trained to convergence, as the papers' were, before we compare it with their numbers?"
@@ -32,6 +32,7 @@ SETTINGS = {
     "converged_gain": 0.005,  # nats/epoch: below this over the last `window` epochs a model counts as converged
     "window": 3,  # finished epochs the final gain is measured over
 }
+NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 COLUMNS = [
     "corpus", "arch", "label", "layers", "size", "budget", "dropout", "seed", "model_id", "epoch", "step", "chars",
     "lr", "train_loss", "val_loss", "stopped", "full_epoch", "converged_gain", "window",

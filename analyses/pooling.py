@@ -72,7 +72,7 @@ from charlm.train import TrainingDiverged, file_sha256
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
-from .context import Context, MissingInput
+from .context import Context, MissingInput, Needs
 from .maini import MAINI_SIZES, table2_range, table2_ratios
 
 TITLE = "Pooling: last state against mean, max and attention pooling (Maini et al.)"
@@ -112,6 +112,7 @@ SETTINGS = {
     "nwi_examples": 32,  # test examples of the longest length NWI averages over (largest training size only)
     "seed": 0,  # examples, initialisation and minibatch order
 }
+NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 LABELS = {"last": "BiLSTM (last)", "mean": "MEANPOOL", "max": "MAXPOOL", "att": "ATT", "maxatt": "MAXATT"}
 PAPER_LABELS = {"last": "BiLSTM", "mean": "MEANPOOL", "max": "MAXPOOL", "att": "ATT", "maxatt": "MAXATT"}
 COLUMNS = ["corpus", "keywords", "span", "pool", "position", "train_size", "length", "measure", "bin", "value"]

@@ -31,7 +31,7 @@ from .context import Context, Needs
 TITLE = "Samples from every model"
 QUESTION = "What text does each architecture write when sampled like char-rnn?"
 PAPER_SOURCE = "Karpathy, The Unreasonable Effectiveness of Recurrent Neural Networks (2015), char-rnn sample.lua"
-NEEDS = Needs()
+NEEDS = Needs(predictions=False)
 SETTINGS = {
     "length": 1000,  # bytes sampled after the prime (the word share is measured on all of them)
     "show": 300,  # bytes of each sample the report shows (prime included)

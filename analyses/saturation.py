@@ -34,7 +34,7 @@ from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS
 from corpora.errors import UserError, run_cli
 
 from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
-from .context import Context
+from .context import Context, Needs
 
 TITLE = "Gate saturation"
 QUESTION = "How often is each gate nearly shut (< 0.1) or nearly open (> 0.9), and do the paper's regimes appear?"
@@ -58,6 +58,7 @@ SETTINGS = {
     "warmup": 1000,  # characters read before the excerpt to warm the state up (from zero at their start)
     "archs": list(GATED_ARCHS),  # architectures to measure; a gateless one is an error
 }
+NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 
 
 def saturation_fractions(gate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

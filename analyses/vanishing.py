@@ -58,7 +58,7 @@ from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
 from .common import analysis_main, style
-from .context import Context, MissingInput
+from .context import Context, MissingInput, Needs
 from .maini import table2_range, table2_ratios
 
 TITLE = "Vanishing gradients: how far back one character's loss reaches"
@@ -80,6 +80,7 @@ SETTINGS = {
     "arch": [],  # architectures to profile (empty: every one there is)
     "states": ["h", "c"],  # h, and the memory cell c of the architectures that have one
 }
+NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 CACHE_FORMAT = 2  # bump when what a cached profile holds changes
 LOSS_SCALE = 2.0**80  # float32 gradients down to ~1e-60 stay above underflow; 1e14-fold growth stays finite
 LABELS = ARCH_LABELS

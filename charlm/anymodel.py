@@ -28,15 +28,14 @@ import torch
 from corpora.errors import UserError
 
 from .checkpoint import file_sha256, load_payload, model_from_payload
+from .kinds.base import ModelKind
 from .model import CharLM
 from .paths import artifacts_root, complete_metrics
-
-KINDS = ("neural", "nnn", "ngram")
 
 
 @dataclass(eq=False)
 class AnyModel:
-    kind: str  # one of KINDS
+    kind: ModelKind  # what it is (charlm.kinds): it scores, steps and describes the model
     net: object  # CharLM, nnn.NNN, or a kenlm.Model
     vocab: np.ndarray  # (V,) uint8
     model_id: str
@@ -51,10 +50,7 @@ class AnyModel:
     @property
     def description(self) -> str:
         """A short human name: the architecture and shape, or the baseline and its order."""
-        if self.kind == "neural":
-            c = self.net.config
-            return f"{c.arch} ({c.layers} x {c.size})"
-        return f"{'KenLM n-gram' if self.kind == 'ngram' else 'n-NN'} n = {self.meta.get('n', '?')}"
+        return self.kind.model_description(self)
 
     def encode(self, data: bytes, unknown: str = "error", what: str = "the text") -> tuple[np.ndarray, np.ndarray]:
         """Bytes -> (ids (N,) int64, offsets (N,) int64: where each id's byte sits in `data`).
@@ -86,21 +82,10 @@ class AnyModel:
         ids = np.asarray(ids, dtype=np.int64)
         if ids.size < 2:
             raise UserError(f"a text of {ids.size} character{'s' if ids.size != 1 else ''} has no position to predict")
-        if self.kind == "neural":
-            from .predict import predict_logprobs
-
-            return predict_logprobs(self.net, ids, streams=streams, progress=progress, desc=f"score {self.model_id}")
-        if self.kind == "nnn":
-            from .nnn import predict_logprobs
-
-            return predict_logprobs(self.net, ids)
-        from .ngram import score_stream, token_names
-
-        _, rows, _, _ = score_stream(self.net, ids, token_names(self.vocab), None, progress, f"score {self.model_id}")
-        return rows
+        return self.kind.logprobs(self, ids, streams=streams, progress=progress)
 
     def stepper(self) -> Stepper:
-        return {"neural": RecurrentStepper, "nnn": WindowStepper, "ngram": KenLMStepper}[self.kind](self)
+        return self.kind.stepper(self)
 
 
 # ------------------------------------------------------------------------------------------ reading step by step
@@ -193,13 +178,15 @@ def from_charlm(net: CharLM, path: str | Path | None = None, digest: str = "") -
     model_id = meta.get("model_id") or (Path(path).parent.name if path else net.config.arch)
     if meta.get("step") is not None and path is not None and Path(path).parent.name == "snapshots":
         model_id = f"{model_id}@step{meta['step']}"
-    return AnyModel("neural", net.eval(), vocab, model_id, digest, Path(path) if path else None, meta)
+    from .kinds import RECURRENT_KIND
+
+    return AnyModel(RECURRENT_KIND, net.eval(), vocab, model_id, digest, Path(path) if path else None, meta)
 
 
 def load_recurrent(spec: str | Path | AnyModel | CharLM, purpose: str) -> AnyModel:
     """`load`, refusing an n-NN or n-gram in one line that says why a recurrent model is needed (`purpose`)."""
     model = load(spec)
-    if model.kind != "neural":
+    if not model.kind.recurrent:
         raise UserError(f"{model.model_id} is not a recurrent model ({model.description}): {purpose}")
     return model
 
@@ -229,40 +216,19 @@ def load(spec: str | Path) -> AnyModel:
     if isinstance(spec, CharLM):
         return from_charlm(spec)
     path = _resolve(spec)
+    from . import kinds
+
     if path.is_dir():
-        from . import ngram
-
         metrics = complete_metrics(path / "metrics.json") or {}
-        if metrics.get("kind") == "ngram" or (path / ngram.BINARY_NAME).exists():
-            return _load_ngram(path, metrics)
-        if (path / "checkpoint.pt").is_file():
-            path = path / "checkpoint.pt"
-        else:
-            raise UserError(
-                f"{path} holds no model: a model folder has a checkpoint.pt (recurrent, n-NN) or an n-gram's "
-                f"{ngram.BINARY_NAME} with a complete metrics.json"
-            )
+        kind = kinds.of(metrics, path) if metrics or not (path / "checkpoint.pt").is_file() else None
+        if kind is not None:
+            return kind.load(path, metrics)
+        path = path / "checkpoint.pt"
     payload = load_payload(path)  # read once: its kind says which model to rebuild from it
-    kind = payload.get("kind", "charlm")
-    if kind == "charlm":
+    payload_kind = payload.get("kind", "charlm")
+    if payload_kind == "charlm":  # the suite's own checkpoint format: rebuilt from this payload, not read again
         return from_charlm(model_from_payload(payload, path), path, file_sha256(path))
-    if kind == "nnn":
-        from .nnn import nnn_from_payload
-
-        net = nnn_from_payload(payload, path)
-        vocab = _vocab(net.meta.get("vocab"), net.vocab_size, path)
-        meta = {**net.meta, "n": net.n}
-        return AnyModel("nnn", net, vocab, net.meta.get("model_id", path.parent.name), file_sha256(path), path, meta)
-    raise UserError(f"{path} is a '{kind}' checkpoint, not a language model of the suite (charlm or n-NN)")
-
-
-def _load_ngram(folder: Path, metrics: dict) -> AnyModel:
-    from . import ngram
-
-    problem = ngram.damage(folder)
-    if problem is not None:
-        raise UserError(f"n-gram model {folder}: {problem} (rebuild it with `python -m charlm.ngram`)")
-    vocab = _vocab(metrics.get("vocab"), metrics.get("vocab_size", len(metrics.get("vocab") or [])), folder)
-    net = ngram.load_model(folder)
-    digest = ngram.source_digest(folder, metrics["model_bytes"])  # as charlm.ngram.predict keys its Predictions
-    return AnyModel("ngram", net, vocab, metrics.get("model_id", folder.name), digest, folder, metrics)
+    try:
+        return kinds.of({}, None, payload_kind).load(path, {})
+    except UserError:
+        raise UserError(f"{path} is a '{payload_kind}' checkpoint, not a language model of the suite") from None

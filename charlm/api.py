@@ -73,7 +73,7 @@ class Model:
     @property
     def net(self) -> CharLM:
         """The recurrent network itself (charlm.model.CharLM); other models have none."""
-        if self.model.kind != "neural":
+        if not self.model.kind.recurrent:
             raise UserError(f"{self.model_id} is not a recurrent model ({self.model.description}): it has no network")
         return self.model.net
 

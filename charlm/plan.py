@@ -42,6 +42,7 @@ length = 5000           # excerpt length in characters (analyses/saturation.py S
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections.abc import Iterable
@@ -52,10 +53,9 @@ import corpora
 from corpora import SPLIT_MODES
 from corpora.errors import UserError
 
-from .checkpoint import file_sha256
-from .model import budget_of, count_params, matched_size
-from .paths import complete_metrics, config_hash, model_dir
-from .shipped import MANIFEST, shipped_folder
+from .kinds.base import Planned
+from .model import budget_of, matched_size
+from .paths import complete_metrics, config_hash
 from .train import TrainConfig
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
@@ -190,49 +190,6 @@ def load_profile(name_or_path: str) -> Profile:
 # ------------------------------------------------------------------------------------ the plan
 
 
-@dataclass
-class Planned:
-    """One model a profile needs: a recurrent net (with its TrainConfig) or a baseline of order n."""
-
-    kind: str  # neural | ngram | nnn
-    corpus_arg: str  # what the worker loads: a registry name or a file path
-    corpus: corpora.Corpus
-    model_id: str
-    directory: Path
-    config: TrainConfig | None = None
-    n: int | None = None
-    options: dict = field(default_factory=dict)  # n-NN training options
-    shipped: bool = False  # the repository ships this model (models/<profile>/): installed, never trained
-
-    def row(self, cost=None) -> dict:
-        """One line of `--plan`; with its `charlm.cost.ModelCost`, also what it costs: the characters still to train
-        (the budget, or the expected epochs x the train split), those epochs, estimated seconds and new disk; and
-        for a model with a finished copy, what its training took (recorded seconds, and CPU seconds if shipped)."""
-        row = self._shape_row()
-        if cost is not None:
-            row.update({
-                "train chars": cost.chars, "epochs": None if cost.epochs is None else round(cost.epochs, 2),
-                "status": cost.status, "est. seconds": round(cost.total_s), "disk MB": round(cost.disk / 1e6),
-                "trained s": None if cost.trained_s is None else round(cost.trained_s),
-                "CPU s": None if cost.cpu_s is None else round(cost.cpu_s),
-            })  # fmt: skip
-        return row
-
-    def _shape_row(self) -> dict:
-        c = self.config
-        if c is not None:
-            shape = {"arch": c.arch, "layers": c.layers, "width": c.size, "dropout": c.dropout, "seed": c.seed}
-            params = count_params(c.model_config(self.corpus.vocab_size))
-            budget = budget_of(c.arch, c.size, c.layers, self.corpus.vocab_size)
-            budget_text = str(budget) if budget else "-"
-            chars = c.max_chars
-        else:
-            shape = {"arch": f"{self.kind} n={self.n}", "layers": None, "width": None, "dropout": None, "seed": None}
-            params, budget_text, chars = None, "-", self.options.get("max_chars")
-        return {"corpus": self.corpus.name, "kind": self.kind, **shape, "params": params, "budget row": budget_text,
-                "train chars": chars, "cached": damage(self) is None, "shipped": self.shipped}  # fmt: skip
-
-
 def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
     """The type x layers x budget grid (every model sized to its row, Karpathy sec 4.1), then Levy's ablations at
     the width of the LSTM of their budget and depth, the LSTM over seeds; each at every dropout of the grid."""
@@ -319,8 +276,8 @@ def nnn_options(profile: Profile, n: int) -> dict:
 def plan(
     profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
 ) -> tuple[dict, list[Planned]]:
-    """The corpora (loaded) and every model a run of the profile uses, longest jobs first within each kind: for a
-    profile that ships its models, those not shipped yet are left out (`plan_left_out` also names them).
+    """The corpora (loaded) and every model a run of the profile uses: for a profile that ships its models, those
+    not shipped yet are left out (`plan_left_out` also names them), or a shipped predecessor stands in for them.
 
     `extra_orders`: the KenLM and n-NN orders its analyses read besides the profile's own (the caller knows them:
     analyses.common.orders_read)."""
@@ -332,15 +289,16 @@ def plan_left_out(
     profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ()), retrain: bool = False
 ) -> tuple[dict, list[Planned], list[Planned]]:
     """`plan`, and the models it leaves out: those of a profile that ships its models (`ships_models`) which the
-    repository does not ship yet and which are not already built in the artifacts. A run leaves them out rather than
-    train them (hours on a CPU); `python -m reports.ship train --profile NAME` trains them with their provenance,
-    `retrain` (--retrain) in the run itself, and then nothing is left out."""
-    loaded, models = plan_all(profile, corpora_override, extra_orders)
+    repository does not ship yet, which are not already built in the artifacts and for which no shipped model stands
+    in (charlm.kinds.recurrent). A run leaves them out rather than train them (hours on a CPU); `python -m
+    reports.ship train --profile NAME` trains them with their provenance, `retrain` (--retrain) in the run itself,
+    and then nothing is left out."""
+    loaded, models = plan_all(profile, corpora_override, extra_orders, stand_ins=not retrain)
     if retrain or not profile.ships_models:
         return loaded, models, []
     out = [
         m for m in models
-        if m.kind in ("neural", "nnn") and not m.shipped and complete_metrics(m.directory / "metrics.json") is None
+        if m.kind.ships and m.shipped is None and complete_metrics(m.directory / "metrics.json") is None
     ]  # fmt: skip
     return loaded, [m for m in models if all(m is not o for o in out)], out
 
@@ -355,65 +313,26 @@ def left_out_line(profile: Profile, left_out: list[Planned]) -> str:
 
 
 def plan_all(
-    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
+    profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ()), stand_ins: bool = True
 ) -> tuple[dict, list[Planned]]:
-    """`plan` with every model of the profile, shipped or not."""
-    from charlm import ngram, nnn
+    """`plan` with every model of the profile, shipped or not; every kind plans its own (charlm.kinds). Without
+    `stand_ins`, each model is the profile's own configuration (what `reports.ship train` trains)."""
+    from charlm.kinds import KINDS
 
     corpus_args = corpora_override or profile.corpora
     loaded = {arg: corpora.load(arg, split_mode=profile.splits) for arg in corpus_args}
-    ngram_n, nnn_n = baseline_orders(profile, extra_orders)
-    models = []
-    for arg, corpus in loaded.items():
-        for config in neural_configs(profile, corpus, arg):
-            mid = config.model_id(corpus.key)
-            shipped = (shipped_folder(profile.name, corpus.artifact_name, mid) / MANIFEST).is_file()
-            models.append(
-                Planned(
-                    "neural", arg, corpus, mid, model_dir(corpus.artifact_name, mid), config=config, shipped=shipped
-                )
-            )
-        for n in ngram_n:
-            folder = ngram.model_folder(corpus, n)
-            models.append(Planned("ngram", arg, corpus, folder.name, folder, n=n))
-        for n in nnn_n:
-            options = nnn_options(profile, n)
-            config = nnn.NNNConfig(corpus.source or corpus.name, n, **options)
-            folder = nnn.model_folder(corpus, config)
-            shipped = (shipped_folder(profile.name, corpus.artifact_name, folder.name) / MANIFEST).is_file()
-            models.append(Planned("nnn", arg, corpus, folder.name, folder, n=n, options=options, shipped=shipped))
+    planning = profile if stand_ins else dataclasses.replace(profile, ships_models=False)
+    models = [m for arg, corpus in loaded.items() for k in KINDS for m in k.plan(planning, corpus, arg, extra_orders)]
     return loaded, models
 
 
 def planned_model_ids(
     profile: Profile, corpora_override: list[str] | None = None, extra_orders: tuple = ((), ())
 ) -> set[str]:
-    """The ids of every model a profile trains (what `python -m analyses.X --profile NAME` reads)."""
+    """The ids of every model a profile uses (what `python -m analyses.X --profile NAME` reads)."""
     return {p.model_id for p in plan(profile, corpora_override, extra_orders)[1]}
 
 
 def damage(planned: Planned) -> str | None:
-    """None if the model is complete and whole; "not built" when absent; else what is damaged."""
-    if planned.kind == "ngram":
-        from charlm import ngram
-
-        return ngram.damage(planned.directory)
-    metrics = complete_metrics(planned.directory / "metrics.json")
-    if metrics is None:
-        return "not built"
-    checkpoint = planned.directory / "checkpoint.pt"
-    if not checkpoint.is_file():
-        return f"{checkpoint} is missing"
-    if metrics.get("checkpoint_sha256") != file_sha256(checkpoint):
-        return f"{checkpoint} is damaged (its sha256 is not the one recorded when it was written)"
-    return None
-
-
-def submission_order(todo: list[Planned], n_corpora: int) -> list[Planned]:
-    """The order the pipeline submits its jobs in (reports.pipeline._jobs; charlm.cost's wall-time estimate
-    schedules the same list): the largest n-gram of each corpus starts with the networks, then the networks, the
-    other n-grams (highest orders first) and the n-NNs."""
-    ngrams = sorted((m for m in todo if m.kind == "ngram"), key=lambda m: -m.n)
-    neural = [m for m in todo if m.kind == "neural"]
-    nnns = [m for m in todo if m.kind == "nnn"]
-    return ngrams[:n_corpora] + neural + ngrams[n_corpora:] + nnns
+    """None if the model is complete and whole; "not built" when absent; else what is damaged (its kind says)."""
+    return planned.kind.damage(planned)

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, as_completed, wait
 from typing import Any
 
 from tqdm import tqdm
 
 from corpora.errors import UserError
-
-from .cost import Countdown
 
 
 @contextlib.contextmanager
@@ -45,49 +44,87 @@ def executor(scheduler: str | None = None, workers: int | None = None) -> Iterat
 
 
 def run_jobs(
-    pool: Executor,
-    tasks: Iterable[Callable[[], Any]],
-    desc: str = "jobs",
-    return_exceptions: bool = False,
-    estimates: list[float] | None = None,
-    workers: int = 1,
-) -> list[Any]:
-    """Submit every task (a picklable callable, e.g. functools.partial of a top-level function).
-
-    Results come back in task order. A failing task does not stop the others (their artifacts
-    are kept). Once all have finished, the first error is raised; with `return_exceptions`, each
-    failing task's exception takes its place in the results instead (its traceback attached: a
-    local pool chains the worker's as `__cause__`), and nothing is raised. Only `Exception`s are
-    collected: a KeyboardInterrupt, here or from a worker, cancels the jobs not yet started and
-    propagates. With `estimates` (seconds per task, charlm.cost.Estimate.job_seconds) the progress
-    line says the time left across all tasks on `workers` workers (charlm.cost.Countdown).
-    """
+    pool: Executor, tasks: Iterable[Callable[[], Any]], desc: str = "jobs", return_exceptions: bool = False,
+) -> list[Any]:  # fmt: skip
+    """Submit every task (a picklable callable, e.g. functools.partial of a top-level function); results in task
+    order. A failing task does not stop the others; once all have finished the first error is raised, or, with
+    `return_exceptions`, each failing task's exception takes its place. A KeyboardInterrupt cancels the rest."""
     tasks = list(tasks)
     futures = {pool.submit(task): k for k, task in enumerate(tasks)}
     results: list[Any] = [None] * len(tasks)
     errors = []
-    countdown = Countdown(estimates, workers) if estimates and any(estimates) else None
     try:
-        progress = tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job")
-        if countdown:
-            progress.set_postfix_str(countdown.postfix())
-        for future in progress:
+        for future in tqdm(as_completed(futures), total=len(tasks), desc=desc, unit="job"):
             try:
                 results[futures[future]] = future.result()
             except Exception as err:
                 errors.append(err)
                 results[futures[future]] = err
-            if countdown:
-                countdown.done(futures[future])
-            postfix = countdown.postfix() if countdown else ""
-            if errors:
-                postfix = f"{postfix}, failed={len(errors)}" if postfix else f"failed={len(errors)}"
-            if postfix:
-                progress.set_postfix_str(postfix, refresh=False)
     except BaseException:
         for future in futures:
             future.cancel()
         raise
     if errors and not return_exceptions:
         raise errors[0]
+    return results
+
+
+def run_graph(
+    pool: Executor, jobs: list, workers: int, desc: str = "jobs", on_done: Callable[[Any, Any], None] | None = None
+) -> dict[str, Any]:
+    """Run a job graph (charlm.kinds.base.Job: `key`, `run`, `after`, `seconds`) on `workers` workers: whenever one
+    is free, the ready job with the longest remaining path starts (the order charlm.estimate.schedule assumes), so
+    an analysis that needs only checkpoints starts beside the models' scoring instead of after it. A job whose
+    prerequisites failed fails too, naming them. Returns {key: result or exception}; `on_done(job, result)` is
+    called as each finishes. The progress line's time left is recomputed every second from the estimates
+    (charlm.estimate.Countdown), so it stays honest while one long job runs."""
+    from .estimate import Countdown, critical_paths, duration
+
+    priority = critical_paths(jobs)
+    known = {j.key for j in jobs}
+    pending = sorted(jobs, key=lambda j: -priority[j.key])
+    running: dict = {}
+    results: dict[str, Any] = {}
+    countdown = Countdown(jobs, workers)
+    bar = tqdm(total=len(jobs), desc=desc, unit="job")
+    try:
+        while pending or running:
+            for job in list(pending):
+                if len(running) >= workers:
+                    break
+                waits = [k for k in job.after if k in known and k not in results]
+                if waits:
+                    continue
+                pending.remove(job)
+                failed = [k for k in job.after if isinstance(results.get(k), BaseException)]
+                if failed:
+                    results[job.key] = RuntimeError(f"not run: {', '.join(failed)} failed before it")
+                    countdown.finished[job.key] = countdown.started[job.key] = time.perf_counter()
+                    bar.update(1)
+                    continue
+                countdown.started[job.key] = time.perf_counter()
+                running[pool.submit(job.run)] = job
+            if not running:
+                if pending and all(any(k in known and k not in results for k in j.after) for j in pending):
+                    raise RuntimeError(f"jobs wait for each other: {', '.join(j.key for j in pending)}")
+                continue
+            done, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                try:
+                    results[job.key] = future.result()
+                except Exception as err:
+                    results[job.key] = err
+                countdown.finished[job.key] = time.perf_counter()
+                job.extra["seconds"] = round(countdown.finished[job.key] - countdown.started[job.key], 2)
+                bar.update(1)
+                if on_done is not None:
+                    on_done(job, results[job.key])
+            bar.set_postfix_str(f"about {duration(countdown.left())} left", refresh=True)
+    except BaseException:
+        for future in running:
+            future.cancel()
+        raise
+    finally:
+        bar.close()
     return results

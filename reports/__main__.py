@@ -14,11 +14,12 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import common
-from charlm import cost
-from charlm.plan import Planned, Profile, available, left_out_line, load_profile, plan_left_out
+from charlm.estimate import Estimate, estimate
+from charlm.kinds import Planned
+from charlm.plan import Profile, available, damage, left_out_line, load_profile, plan_left_out
 from corpora.errors import run_cli
 
-from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, run
+from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, analysis_jobs, model_jobs, run
 
 EXIT_INCOMPLETE = 1  # the report was written without some sections or models
 
@@ -28,39 +29,46 @@ def workers_for(profile: Profile, workers: int | None) -> int:
     return workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
 
 
-def reads_snapshots(profile: Profile) -> bool:
-    """Whether the profile's analyses read the training snapshots' predictions (then every snapshot is scored)."""
-    return any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]:
+    """Every model of the run with its jobs priced (charlm.estimate), as `run` would plan them; installs nothing."""
+    _, models, left_out = plan_left_out(profile, args.corpus, common.orders_read(profile.analyses), args.retrain)
+    problems = {m.model_id: damage(m) for m in models}
+    snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+    workers = workers_for(profile, args.workers)
+    jobs = model_jobs(models, problems, {}, 1, profile.splits, snapshots, repair=False, will_install=not args.retrain)
+    commands = dict.fromkeys(profile.analyses, "")
+    analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
+    priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers)
+    by_model: dict[str, list] = {}
+    for job in jobs:
+        by_model.setdefault(job.model.model_id, []).append(job)
+    rows = []
+    for m in models:
+        mine = by_model.get(m.model_id, [])
+        status = "to train" if any(j.work.what in ("train", "build") for j in mine) else (
+            "to score" if mine else "done")  # fmt: skip
+        if m.stand_in_for:
+            status += f" (stands in for {m.stand_in_for})"
+        rows.append({"corpus": m.corpus.name, "kind": m.kind.name, **m.kind.describe(m), "model": m.model_id,
+                     "status": status, "jobs": " + ".join(j.work.what for j in mine),
+                     "est. seconds": round(sum(j.seconds for j in mine)),
+                     "priced by": "; ".join(sorted({j.priced_by for j in mine}))})  # fmt: skip
+    for job in analyses:
+        rows.append({"corpus": "", "kind": "analysis", "arch": job.key.split(":", 1)[1], "status": "to run",
+                     "est. seconds": round(job.seconds), "priced by": job.priced_by})  # fmt: skip
+    return pd.DataFrame(rows), priced, left_out
 
 
-def plan_estimate(profile: Profile, args, models: list[Planned], redo: bool) -> cost.Estimate:
-    calibration = cost.Calibration(redo=redo)
-    return cost.estimate(
-        profile, models, workers_for(profile, args.workers), snapshots=reads_snapshots(profile),
-        build_dir=args.build_dir / profile.name, retrain=args.retrain, calibration=calibration, calibrate=True,
-    )  # fmt: skip
-
-
-def print_plan(
-    profile: Profile, models: list[Planned], estimate: cost.Estimate, left_out: list[Planned] = ()
-) -> pd.DataFrame:
-    """Every model with what it costs, then the totals (charlm.cost.Estimate.summary)."""
-    table = pd.DataFrame([m.row(c) for m, c in zip(models, estimate.costs, strict=True)])
-    for column in ("layers", "width", "seed", "params", "train chars", "est. seconds", "disk MB", "trained s", "CPU s"):
-        table[column] = table[column].astype("Int64").astype(object)  # integers, and blanks for baselines
-    table = table.drop(columns=["cached", "shipped"]).astype(object).where(table.notna(), "")  # status says both
-    with pd.option_context("display.max_rows", 1000, "display.width", 250):
-        print(table.to_string(index=False))
-    neural = table[table["kind"] == "neural"]
-    print(
-        f"\nprofile {profile.name}: {len(table)} models ({len(neural)} neural); dropout grid {profile.dropouts}; "
-        f"analyses: {', '.join(profile.analyses)}"
-    )
-    for line in estimate.summary():
+def print_plan(profile: Profile, table: pd.DataFrame, priced: Estimate, left_out: list[Planned]) -> None:
+    shown = table.astype(object).where(table.notna(), "")
+    with pd.option_context("display.max_rows", 1000, "display.width", 250, "display.max_colwidth", 60):
+        print(shown.to_string(index=False))
+    print(f"\nprofile {profile.name}: {int((table['kind'] != 'analysis').sum())} models; dropout grid "
+          f"{profile.dropouts}; analyses: {', '.join(profile.analyses)}")  # fmt: skip
+    for line in priced.summary():
         print(line)
     if left_out:
         print(left_out_line(profile, left_out))
-    return table
 
 
 def main(argv=None) -> int:
@@ -85,13 +93,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument(
         "--plan", action="store_true",
-        help="print every model the profile would train (type, depth, width, parameters, budget row, status) with "
-        "its estimated characters, epochs, seconds and disk, the totals and the wall time, and exit",
+        help="print every model and analysis of the run (type, depth, width, parameters, budget row, status, jobs) "
+        "with its estimated seconds and how they were priced (charlm.estimate), the wall time and disk, and exit",
     )  # fmt: skip
     parser.add_argument(
-        "--calibrate", action="store_true",
-        help="measure this machine's throughput for the profile's models again (cached in "
-        f"{cost.cache_dir()}/calibration-<machine>.json; a few seconds per architecture and width)",
+        "--record-timings", action="store_true",
+        help="after the run, keep its measured seconds as the profile's record "
+        "(charlm/profiles/<profile>.timings.json), what the estimate prices runs by: `make timings`",
     )  # fmt: skip
     parser.add_argument(
         "--retrain", action="store_true",
@@ -100,15 +108,12 @@ def main(argv=None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
-    if args.plan or args.calibrate:
-        _, models, left_out = plan_left_out(profile, args.corpus, common.orders_read(profile.analyses), args.retrain)
-        estimate = plan_estimate(profile, args, models, redo=args.calibrate)
-        if args.plan:
-            print_plan(profile, models, estimate, left_out)
-            return 0
+    if args.plan:
+        print_plan(profile, *plan(profile, args))
+        return 0
     options = RunOptions(
         profile, args.corpus, args.scheduler, args.workers, args.build_dir, retrain=args.retrain,
-        profile_arg=args.profile,
+        profile_arg=args.profile, record_timings=args.record_timings,
     )  # fmt: skip
     try:
         run(options)

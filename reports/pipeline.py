@@ -27,7 +27,6 @@ import shlex
 import shutil
 import subprocess
 import time
-import traceback
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,25 +35,24 @@ import pandas as pd
 
 import corpora
 from analyses import common
-from analyses.context import Context, MissingInput, model_index
-from charlm import cost
-from charlm.paths import artifacts_root, checkpoint_predictions_path, config_hash
-from charlm.plan import Planned, Profile, damage, left_out_line, plan_left_out, submission_order
+from analyses.context import Context, model_index
+from charlm.estimate import benchmark, duration, estimate, record_run
+from charlm.estimate import machine as est_machine
+from charlm.kinds import Job, Planned
+from charlm.paths import artifacts_root
+from charlm.plan import Profile, damage, left_out_line, plan_left_out
 from charlm.shipped import install_shipped, installed
-from charlm.sweep import executor, run_jobs
+from charlm.sweep import executor, run_graph
 from corpora import atomic
 
-from .render import FailedModel, ReportContext, Section, UnshippedModel, render
+from .render import FailedModel, ReportContext, UnshippedModel, render
+from .sections import analysis_job, error_line, failed_result, say, write_log
 
 BUILD_ROOT = Path("reports/build")
 PACKAGES = (
     "torch", "numpy", "scipy", "pandas", "scikit-learn", "matplotlib", "seaborn", "jinja2", "weasyprint", "kenlm",
     "dask", "distributed", "h5py",
 )  # fmt: skip
-
-
-def say(message: str) -> None:
-    print(f"[report] {message}", flush=True)
 
 
 # ------------------------------------------------------------------------------------ failures
@@ -69,20 +67,6 @@ class ReportIncomplete(Exception):
         super().__init__(
             f"the report was written to {html} and {pdf}, but {'; '.join(failures)}; tracebacks in {logs}/"
         )
-
-
-def error_line(err: BaseException, limit: int = 300) -> str:
-    """An exception as the report shows it: "ValueError: its first line" (cut to `limit` characters)."""
-    lines = str(err).strip().splitlines()
-    text = f"{type(err).__name__}: {lines[0].strip()}" if lines else type(err).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def write_log(path: Path, err: BaseException, what: str) -> Path:
-    """The full traceback of `err` (a worker's too: a local pool chains it as the cause) to `path`, atomically."""
-    stamp = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    atomic.write_text(path, f"{what}\n{stamp}\n\n" + "".join(traceback.format_exception(err)))
-    return path
 
 
 def reproduce_command(name: str, profile: str, corpora_override: list[str] | None, settings: dict) -> str:
@@ -100,190 +84,6 @@ def reproduce_command(name: str, profile: str, corpora_override: list[str] | Non
 # ------------------------------------------------------------------------------------ jobs (run in worker processes)
 
 
-def _worker_env(env: dict, threads: int) -> None:
-    """Artifacts and corpora where the parent has them; `threads` for torch AND for numpy's BLAS (scikit-learn and
-    scipy call it): with 2 workers on 2 cores, BLAS's default of one thread per core made the probes 3.7x slower."""
-    os.environ.update(env)
-    import torch
-    from threadpoolctl import threadpool_limits
-
-    torch.set_num_threads(threads)
-    threadpool_limits(threads)
-
-
-def train_job(config: dict, env: dict, threads: int, splits: str, snapshots: bool) -> str:
-    """Train one model (or resume it) and write its test predictions (and its snapshots', when analyses read
-    them); returns its artifact folder."""
-    _worker_env(env, threads)
-    from charlm.predict import predict_checkpoint
-    from charlm.train import TrainConfig, train
-
-    corpus = corpora.load(config["corpus"], split_mode=splits)
-    started = time.perf_counter()
-    out = train(TrainConfig(**config), corpus=corpus, threads=threads, progress=False)  # one line each, below
-    metrics = json.loads((out / "metrics.json").read_text())
-    predict_checkpoint(out / "checkpoint.pt", "test", progress=False, corpus=corpus)
-    if snapshots:
-        for snap in metrics.get("snapshots", []):
-            predict_checkpoint(out / snap["file"], "test", progress=False, corpus=corpus, sample_only=True)
-    say(f"{out.name}: val {metrics['best_val_loss']:.3f} nats/char after {metrics['chars_trained']:,} chars "
-        f"(training {metrics['seconds']:.0f} s, this job {time.perf_counter() - started:.0f} s)")  # fmt: skip
-    return str(out)
-
-
-def ngram_job(corpus: str, n: int, env: dict, threads: int, splits: str) -> str:
-    _worker_env(env, threads)
-    from charlm import ngram
-
-    started = time.perf_counter()
-    folder = ngram.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False).parents[2]
-    say(f"{folder.name}: {time.perf_counter() - started:.0f} s")
-    return str(folder)
-
-
-def nnn_job(corpus: str, n: int, options: dict, env: dict, threads: int, splits: str) -> str:
-    _worker_env(env, threads)
-    from charlm import nnn
-
-    started = time.perf_counter()
-    path = nnn.predict(corpora.load(corpus, split_mode=splits), n, split="test", progress=False, **options)
-    say(f"{path.parents[2].name}: {time.perf_counter() - started:.0f} s")
-    return str(path.parents[2])
-
-
-def analysis_job(
-    name: str,
-    index: list[dict],
-    profile_settings: dict,
-    data_dir: str,
-    env: dict,
-    threads: int,
-    command: str = "",
-    log: str | None = None,
-) -> dict:
-    """Run one analysis (or read its cached table) and build its report section; returns {"name", "status",
-    "seconds", "section"} and, when it raised, "failed" (its one-line error) and "log" (its traceback's file).
-
-    Any exception of the analysis (in compute, plot, caption or any other function its section calls) is caught
-    here, in the worker, where its traceback is whole; its table is then not keyed as good, so the next run
-    computes it again. A KeyboardInterrupt is not caught: it stops the run."""
-    started = time.perf_counter()
-    data = Path(data_dir)
-    table_path, key_path, figure_path = data / f"{name}.csv", data / f"{name}.key", data / f"{name}.png"
-    stage = "setup"
-    try:
-        _worker_env(env, threads)
-        module = common.load_analysis(name)
-        frame = pd.DataFrame(index)
-        settings = common.settings(module, profile_settings)
-        key = config_hash(
-            {"analysis": name, "source": common.source_digest(module), "settings": settings,
-             "models": sorted(frame["model_id"] + ":" + frame["digest"].astype(str) + ":" + frame["dir"])},
-            16,
-        )  # fmt: skip
-        if key_path.exists() and key_path.read_text().strip() == key and table_path.exists():
-            status = "cached"
-        else:
-            key_path.unlink(missing_ok=True)  # the table below is not good until every step has run
-            ctx = Context(frame, settings, repair=True, say=say)
-            stage = "compute(ctx)"
-            try:
-                df = common.run_module(module, ctx)
-            except MissingInput as err:
-                result = {"name": name, "missing": str(err), "seconds": round(time.perf_counter() - started, 1)}
-                return {**result, "status": "missing input", "section": section(result)}
-            common.save_table(df, table_path)
-            stage = "plot(df)"
-            figure = module.plot(df)
-            if figure is None:  # nothing worth drawing (e.g. text samples)
-                figure_path.unlink(missing_ok=True)
-            else:
-                common.save_figure(figure, figure_path)
-            status = "computed"
-        result = {"name": name, "table": str(table_path), "figure": str(figure_path) if figure_path.exists() else None,
-                  "status": status}  # fmt: skip
-        stage = "the report section"
-        result["section"] = section(result, raise_errors=True)
-        if status == "computed":
-            atomic.write_text(key_path, key)  # only now: a section that fails to build is computed again next run
-    except Exception as err:
-        key_path.unlink(missing_ok=True)
-        stage = getattr(err, "report_stage", stage)
-        result = failed_result(name, err, stage, command, Path(log) if log else None)
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    return result
-
-
-def failed_result(name: str, err: BaseException, stage: str, command: str, log: Path | None) -> dict:
-    """What a failed analysis's section shows: the error, where it happened, how to reproduce it, its traceback."""
-    if command and stage == "plot(df)":
-        command += " " + shlex.join(["--figure", f"{name}.png"])  # the CLI draws only when asked
-    if log is not None:
-        write_log(log, err, f"analysis {name} failed in {stage}; reproduce with: {command}")
-    result = {"name": name, "failed": error_line(err), "stage": stage, "command": command,
-              "log": str(log) if log is not None else "", "status": "FAILED"}  # fmt: skip
-    result["section"] = section(result)
-    return result
-
-
-def _stage(name: str, call, *args):
-    try:
-        return call(*args)
-    except Exception as err:
-        err.report_stage = name  # read by analysis_job: the report says where it failed
-        raise
-
-
-def section(result: dict, raise_errors: bool = False) -> Section:
-    """A report section from an analysis job's result (the module supplies title, caption, paper numbers).
-
-    A result that failed (or whose section cannot be built, unless `raise_errors`) gives a failed section."""
-    name = result["name"]
-    try:
-        module = common.load_analysis(name)
-        base = {"name": name, "title": module.TITLE, "question": module.QUESTION}
-    except Exception:  # the module does not even import: its name stands for its title
-        module, base = None, {"name": name, "title": name, "question": ""}
-    if "failed" in result:
-        return Section(
-            **base, caption="", table=pd.DataFrame(), figure=None, failed=result["failed"],
-            failed_in=result.get("stage", ""), command=result.get("command", ""), log=result.get("log", ""),
-        )  # fmt: skip
-    if "missing" in result:
-        return Section(
-            **base, caption=f"Not computed: {result['missing']}.", table=pd.DataFrame(), figure=None,
-            missing=result["missing"],
-        )  # fmt: skip
-    try:
-        df = common.read_table(Path(result["table"]))
-        return _computed_section(module, base, df, result["figure"])
-    except Exception as err:
-        if raise_errors:
-            raise
-        stage = getattr(err, "report_stage", "the report section")
-        return section({**result, "failed": error_line(err), "stage": stage})
-
-
-def _computed_section(module, base: dict, df: pd.DataFrame, figure: str | None) -> Section:
-    def optional(part: str, default):
-        return _stage(f"{part}(df)", getattr(module, part), df) if hasattr(module, part) else default
-
-    paper = None
-    if hasattr(module, "report_table"):
-        table = _stage("report_table(df)", module.report_table, df)
-    elif hasattr(module, "with_paper"):
-        table = _stage("with_paper(df)", module.with_paper, df)
-    else:
-        table = df
-    if not hasattr(module, "with_paper") and hasattr(module, "paper_table"):
-        paper = _stage("paper_table()", module.paper_table)
-    return Section(
-        **base, caption=_stage("caption(df)", module.caption, df), table=table, figure=figure, paper_table=paper,
-        paper_source=getattr(module, "PAPER_SOURCE", ""), notes=optional("notes", []),
-        summary=optional("summary", ""), html=optional("report_html", ""),
-    )  # fmt: skip
-
-
 # ------------------------------------------------------------------------------------ the run
 
 
@@ -297,6 +97,7 @@ class RunOptions:
     retrain: bool = False  # train the profile's shipped models again instead of installing them
     profile_arg: str | None = None  # the profile as the user named it (a name or a .toml path): for the commands
     # that reproduce a failed section; None: the profile's name
+    record_timings: bool = False  # keep this run's measured seconds as the profile's record (charlm.estimate)
 
 
 def _versions() -> dict[str, str]:
@@ -322,67 +123,44 @@ def _git_revision() -> str:
         return "unknown (not a git checkout)"
 
 
-def predictions_missing(planned: Planned, snapshots: bool) -> bool:
-    """Whether a complete neural model lacks the test predictions of its checkpoint (or, when analyses read
-    snapshots, of one of its snapshots). Whether those present are current is checked when they are read."""
-    checkpoints = [planned.directory / "checkpoint.pt"]
-    if snapshots:
-        metrics = json.loads((planned.directory / "metrics.json").read_text())
-        checkpoints += [planned.directory / snap["file"] for snap in metrics.get("snapshots") or []]
-    return any(not checkpoint_predictions_path(c, "test").is_file() for c in checkpoints)
-
-
-def _jobs(profile: Profile, models: list[Planned], problems: dict[str, str | None], env: dict, threads: int) -> list:
-    """Worker jobs for every model still to compute (`problems`: damage() of each), damaged ones removed first;
-    longest first. A complete network whose predictions are missing is sent too: the analyses would compute them
-    on read, one at a time, where the pool computes them in parallel."""
-    snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
-    todo = []
+def model_jobs(
+    models: list[Planned],
+    problems: dict,
+    env: dict,
+    threads: int,
+    splits: str,
+    snapshots: bool,
+    repair: bool = True,
+    will_install: bool = False,
+) -> list[Job]:
+    """Every model's jobs (its kind makes them: train, build, score); with `repair`, damaged artifacts are removed
+    first. With `will_install` (`--plan`, which installs nothing), a shipped model counts as built: it will be."""
+    jobs = []
     for m in models:
         problem = problems[m.model_id]
-        if problem is None:
-            if m.kind == "neural" and predictions_missing(m, snapshots):
-                todo.append(m)
-            continue  # complete (n-gram and n-NN predictions are checked, and made if missing, when read)
-        if problem != "not built":
+        if problem not in (None, "not built") and repair:
             say(f"{m.model_id}: {problem}: recomputing it")
             shutil.rmtree(m.directory, ignore_errors=True)
-        todo.append(m)
-    jobs = []
-    for m in submission_order(todo, len({m.corpus_arg for m in models})):
-        if m.kind == "neural":
-            jobs.append(partial(train_job, m.config.__dict__, env, threads, profile.splits, snapshots))
-        elif m.kind == "ngram":
-            jobs.append(partial(ngram_job, m.corpus_arg, m.n, env, threads, profile.splits))
-        else:
-            jobs.append(partial(nnn_job, m.corpus_arg, m.n, m.options, env, threads, profile.splits))
+        if problem == "not built" and m.shipped is not None and will_install:
+            problem = None
+        jobs += m.kind.jobs(m, env, threads, splits, snapshots, problem)
     return jobs
 
 
-_JOB_KINDS = {"train_job": "neural", "ngram_job": "ngram", "nnn_job": "nnn"}
-
-
-def job_model(job: partial, models: list[Planned]) -> Planned:
-    """The model a job of `_jobs` computes (the network of its config, or the baseline of its corpus and order)."""
-    kind = _JOB_KINDS[job.func.__name__]
-    for m in models:
-        if m.kind == kind and (
-            m.config.__dict__ == job.args[0] if kind == "neural" else (m.corpus_arg, m.n) == tuple(job.args[:2])
-        ):
-            return m
-    raise LookupError(f"no planned model for the job {job.func.__name__}{job.args[:2]}")
-
-
-def _model_failures(jobs: list, outcomes: list, models: list[Planned], log_dir: Path) -> list[FailedModel]:
-    """The jobs that raised: their model, one-line error and traceback file (logs/<model id>.log)."""
-    failed = []
-    for job, outcome in zip(jobs, outcomes):
-        if isinstance(outcome, Exception):
-            model = job_model(job, models)
-            log = write_log(log_dir / f"{model.model_id}.log", outcome, f"{model.model_id} ({model.kind}) failed")
-            failed.append(FailedModel(model.model_id, model.corpus.name, error_line(outcome), str(log)))
-            say(f"FAILED {model.model_id}: {error_line(outcome)} (traceback: {log})")
-    return failed
+def analysis_jobs(profile: Profile, models: list[Planned], model_jobs: list, data_dir: Path, log_dir: Path,
+                  env: dict, threads: int, commands: dict) -> list[Job]:  # fmt: skip
+    """One job per analysis, after the model jobs it reads: an analysis that reads Predictions waits for every model
+    job; one that reads checkpoints alone (traces, probes, gradients) only for the models still to train."""
+    wanted = sorted({m.model_id for m in models})
+    training = tuple(j.key for j in model_jobs if j.work.what in ("train", "build") and j.model.kind.recurrent)
+    everything = tuple(j.key for j in model_jobs)
+    jobs = []
+    for name in profile.analyses:
+        reads = common.needs(common.load_analysis(name))
+        run = partial(analysis_job, name, wanted, profile.analysis.get(name, {}), str(data_dir), env, threads,
+                      commands[name], str(log_dir / f"{name}.log"))  # fmt: skip
+        jobs.append(Job(f"analysis:{name}", run, after=everything if reads.predictions else training))
+    return jobs
 
 
 def run(options: RunOptions) -> tuple[Path, Path] | None:
@@ -394,97 +172,79 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         profile, options.corpora_override, common.orders_read(profile.analyses), options.retrain
     )
     out_dir = options.build_root / profile.name
-    data_dir = out_dir / "data"
-    log_dir = out_dir / "logs"
+    data_dir, log_dir = out_dir / "data", out_dir / "logs"
     shutil.rmtree(log_dir, ignore_errors=True)  # the logs say what failed in this run, not in an earlier one
     say(f"profile {profile.name} ({profile.hash}): {profile.description}")
     if left_out:
         say(left_out_line(profile, left_out))
-    if profile.wants_gpu:
-        say("this profile wants a GPU: on a CPU it takes weeks; continuing anyway")
+    stand_ins = [m for m in models if m.stand_in_for]
+    if stand_ins:
+        say(f"{len(stand_ins)} model(s) not shipped yet are stood in for by shipped ones trained by an earlier "
+            f"stopping rule: {', '.join(f'{m.model_id} for {m.stand_in_for}' for m in stand_ins)}")  # fmt: skip
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
-    neural = [m for m in models if m.kind == "neural"]
-    shippable = [m for m in models if m.kind in ("neural", "nnn")]  # models/<profile>/ holds both kinds
-    by_dir = {m.directory: m for m in shippable}
+    shippable = [m for m in models if m.kind.ships]
     if options.retrain:
         for m in shippable:
             if installed(m.directory):
                 shutil.rmtree(m.directory)  # trained again below, from scratch
     else:
+        by_dir = {m.directory: m for m in shippable}
         shipped = install_shipped(
             profile.name, [(m.corpus.artifact_name, m.model_id, m.directory) for m in shippable], say,
             is_whole=lambda d: damage(by_dir[d]) is None,
         )  # fmt: skip
         if shipped:
-            fresh = sum(v == "installed" for v in shipped.values())
-            say(f"shipped models: {len(shipped)} in models/{profile.name}/ ({fresh} installed now, "
-                f"{sum(v == 'present' for v in shipped.values())} already in the artifacts)")  # fmt: skip
+            say(f"shipped models: {len(shipped)} in models/{profile.name}/ "
+                f"({sum(v == 'installed' for v in shipped.values())} installed now)")  # fmt: skip
     problems = {m.model_id: damage(m) for m in models}  # each checkpoint hashed once per run
-    done_before = {mid for mid, problem in problems.items() if problem is None}
+    snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
+    jobs = model_jobs(models, problems, env, threads, profile.splits, snapshots)
+    commands = {
+        name: reproduce_command(name, options.profile_arg or profile.name, options.corpora_override,
+                                profile.analysis.get(name, {}))
+        for name in profile.analyses
+    }  # fmt: skip
+    analyses = analysis_jobs(profile, models, jobs, data_dir, log_dir, env, threads, commands)
+    networks = sum(m.kind.recurrent for m in models)
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
-    jobs = _jobs(profile, models, problems, env, threads)
+    bench_s = benchmark()
+    plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s)
+    to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}
     say(
-        f"plan: {len(neural)} neural models ({sum(m.model_id in done_before for m in neural)} cached, "
-        f"{sum(m.model_id not in done_before for m in neural)} to train), "
-        f"{sum(m.kind == 'ngram' for m in models)} n-grams, {sum(m.kind == 'nnn' for m in models)} n-NNs; "
-        f"analyses {', '.join(profile.analyses)}; "
+        f"plan: {networks} neural models ({networks - len(to_train)} cached, {len(to_train)} to train), "
+        f"{sum(m.kind.name == 'ngram' for m in models)} n-grams, {sum(m.kind.name == 'nnn' for m in models)} n-NNs, "
+        f"{len(jobs)} model jobs; analyses {', '.join(profile.analyses)}; "
         + (f"on the Dask cluster at {scheduler}" if scheduler else f"{workers} local worker(s) x {threads} thread(s)")
     )
-    for m in neural:
-        if m.model_id not in done_before:
+    for m in models:
+        if m.model_id in to_train:
             c = m.config
             say(f"  will train {c.arch} L{c.layers} H{c.size} dropout {c.dropout:g} seed {c.seed} on {m.corpus.name}")
-    snaps = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
-    estimate = cost.estimate(profile, models, workers, threads, snaps, problems, out_dir, options.retrain, say=say)
-    for line in estimate.summary():
-        say(line)  # what the run will cost, before it starts (python -m reports --plan prints it per model)
-    phase_seconds = {}
+    for line in plan_estimate.summary():
+        say(line)  # what the run will cost, before it starts (python -m reports --plan prints it per job)
+    all_jobs = jobs + analyses
     with executor(scheduler, workers) as pool:
         t0 = time.perf_counter()
-        outcomes = (
-            run_jobs(
-                pool, jobs, desc="train and score", return_exceptions=True, estimates=estimate.job_seconds(jobs),
-                workers=workers,
-            )
-            if jobs
-            else []
-        )  # fmt: skip
-        failed_models = _model_failures(jobs, outcomes, models, log_dir)
-        phase_seconds["models"] = time.perf_counter() - t0
-
-        wanted = {m.model_id for m in models}
-        index = model_index()
-        index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
-        records = index.to_dict("records")
-        t0 = time.perf_counter()
-        commands = {
-            name: reproduce_command(name, options.profile_arg or profile.name, options.corpora_override,
-                                    profile.analysis.get(name, {}))
-            for name in profile.analyses
-        }  # fmt: skip
-        order = estimate.analysis_order()  # longest first: the run does not end waiting for one long analysis
-        analysis_tasks = [
-            partial(analysis_job, name, records, profile.analysis.get(name, {}), str(data_dir), env, threads,
-                    commands[name], str(log_dir / f"{name}.log"))
-            for name in order
-        ]  # fmt: skip
-        seconds = dict(estimate.analyses)
-        finished = run_jobs(pool, analysis_tasks, desc="analyses", return_exceptions=True,
-                            estimates=[seconds[name] for name in order], workers=workers)  # fmt: skip
-        by_name = dict(zip(order, finished, strict=True))
-        results = [by_name[name] for name in profile.analyses]  # the report keeps the profile's order
-        phase_seconds["analyses"] = time.perf_counter() - t0
-    for k, (name, result) in enumerate(zip(profile.analyses, results)):
-        if isinstance(result, Exception):  # the job died outside the analysis (a lost worker, say)
-            results[k] = result = failed_result(name, result, "its worker", commands[name], log_dir / f"{name}.log")
+        outcomes = run_graph(pool, all_jobs, workers, desc="models and analyses")
+        phase_seconds = {"jobs": time.perf_counter() - t0}
+    failed_models = _model_failures(jobs, outcomes, log_dir)
+    results = []
+    for job in analyses:
+        name, result = job.key.split(":", 1)[1], outcomes[job.key]
+        if isinstance(result, Exception):  # the job died outside the analysis (a lost worker), or its models failed
+            result = failed_result(name, result, "its worker", commands[name], log_dir / f"{name}.log")
             result["seconds"] = float("nan")
         detail = f": {result['failed']} in {result['stage']} (traceback: {result['log']})" if "failed" in result else ""
         say(f"analysis {name}: {result['status']} ({result['seconds']} s){detail}")
+        results.append(result)
     sections = [r["section"] for r in results]
 
     t0 = time.perf_counter()
+    wanted = {m.model_id for m in models}
+    index = model_index()
+    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
     ctx = Context(index, repair=True, say=say)
     standing = ctx.standing()
     atomic.write_text(data_dir / "standing.csv", standing.to_csv(index=False))
@@ -492,7 +252,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         ["corpus", "family", "arch", "layers", "size", "budget", "params", "dropout", "seed", "n", "chars_trained",
          "val_loss", "seconds", "selected", "model_id"]
     ].copy()  # fmt: skip
-    trainings["cached"] = trainings["model_id"].isin(done_before)
+    trainings["cached"] = trainings["model_id"].isin({k for k, p in problems.items() if p is None})
     trainings = trainings.sort_values(["corpus", "family", "arch", "n", "layers", "model_id"], ignore_index=True)
     ctx_report = ReportContext(
         profile=profile.name,
@@ -508,17 +268,27 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         standing=standing_view(standing),
         failed_models=failed_models,
         unshipped_models=[UnshippedModel(m.model_id, m.corpus.name) for m in left_out],
+        limits=run_limits(ctx.index, standing, stand_ins),
     )
     say("rendering HTML and PDF")
     html, pdf = render(ctx_report, out_dir)
     phase_seconds["render"] = time.perf_counter() - t0
-    if not scheduler:  # a cluster's workers are other machines: their seconds would price this one wrongly
-        computed = {r["name"]: r["seconds"] for r in results if r.get("status") == "computed"}
-        cost.record_report_seconds(estimate.calibration, profile.name, threads,
-                                   {**computed, "render": phase_seconds["render"]})  # fmt: skip
     phase_seconds["total"] = time.perf_counter() - started
-    atomic.write_text(data_dir / "timings.json", json.dumps({k: round(v, 1) for k, v in phase_seconds.items()}))
-    say(f"done in {phase_seconds['total']:.0f} s: {html} and {pdf}")
+    timings = {
+        "benchmark_s": round(bench_s, 4), "networks": networks, "render_s": round(phase_seconds["render"], 1),
+        "jobs": {j.key: {"seconds": j.extra["seconds"], "what": j.work.what, "units": j.work.units,
+                         "shape": j.work.shape, "params": j.work.params, "bytes": _bytes(j.model.directory)}
+                 for j in jobs if "seconds" in j.extra and not isinstance(outcomes[j.key], Exception)},
+        "analyses": {r["name"]: r["seconds"] for r in results if r.get("status") == "computed"},
+        "measured": {"date": dt.date.today().isoformat(), "machine": est_machine(), "git": _git_revision(),
+                     "workers": workers, "estimate_s": round(plan_estimate.wall_s, 1),
+                     "phases_s": {k: round(v, 1) for k, v in phase_seconds.items()},
+                     "artifacts_bytes": _bytes(artifacts_root()), "peak_rss_mb": _peak_rss_mb()},
+    }  # fmt: skip
+    atomic.write_json(data_dir / "timings.json", timings)
+    if options.record_timings:
+        say(f"recorded this run's seconds as profile {profile.name}'s: {record_run(profile.name, timings)}")
+    say(f"done in {phase_seconds['total']:.0f} s (estimated {duration(plan_estimate.wall_s)}): {html} and {pdf}")
     failures = []
     failed_sections = [s.name for s in sections if s.failed]
     if failed_sections:
@@ -529,6 +299,76 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     if failures:
         raise ReportIncomplete(html, pdf, failures, log_dir)
     return html, pdf
+
+
+def _bytes(path: Path) -> int:
+    path = Path(path)
+    if not path.exists():
+        return 0
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _peak_rss_mb() -> float:
+    """The largest resident set of this process and of any worker it waited for (MB, Linux's kilobytes)."""
+    import resource
+
+    usage = (resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    peak = max(usage)
+    return round(peak / 1024, 1)
+
+
+def _model_failures(jobs: list, outcomes: dict, log_dir: Path) -> list[FailedModel]:
+    """The model jobs that raised: their model, one-line error and traceback file (logs/<model id>.log)."""
+    failed, seen = [], set()
+    for job in jobs:
+        outcome = outcomes.get(job.key)
+        if isinstance(outcome, Exception) and job.model.model_id not in seen:
+            seen.add(job.model.model_id)
+            model = job.model
+            log = write_log(log_dir / f"{model.model_id}.log", outcome, f"{model.model_id} ({model.kind.name}) failed")
+            failed.append(FailedModel(model.model_id, model.corpus.name, error_line(outcome), str(log)))
+            say(f"FAILED {model.model_id}: {error_line(outcome)} (traceback: {log})")
+    return failed
+
+
+def run_limits(index: pd.DataFrame, standing: pd.DataFrame, stand_ins: list[Planned]) -> list[str]:
+    """The first page's box: what this run's models are, from its model index (never typed: issue 36)."""
+    from charlm.model import BUDGETS
+
+    lines = []
+    neural = index[(index["family"] == "neural") & index["selected"]]
+    for corpus, sub in neural.groupby("corpus"):
+        rows = sorted(int(b) for b in sub["budget"].dropna().unique())
+        depths = sorted(int(n) for n in sub["layers"].unique())
+        chars = sub["chars_trained"].dropna()
+        lines.append(
+            f"{corpus}: {len(sub)} networks, budget rows {', '.join(map(str, rows)) or 'none'} of Fig 1's "
+            f"{', '.join(map(str, BUDGETS))}; {', '.join(map(str, depths))} layers; trained on "
+            f"{int(chars.min()):,} to {int(chars.max()):,} characters; dropout "
+            f"{', '.join(f'{d:g}' for d in sorted(sub['dropout'].unique()))}."
+        )
+        seeds = sub.groupby("group_id")["seed"].nunique()
+        if seeds.max() > 1:
+            lines.append(
+                f"{corpus}: {int((seeds > 1).sum())} configurations have {int(seeds.max())} seeds; the "
+                f"other {int((seeds == 1).sum())} have one, so their seed-to-seed noise is not measured."
+            )
+        if not standing.empty:
+            mine = standing[standing["corpus"] == corpus]
+            order = int(mine["ngram_orders"].max()) if len(mine) else 0
+            behind = mine[mine["beats_ngram_up_to_n"] < 20] if order else mine.iloc[0:0]
+            if len(behind):
+                lines.append(
+                    f"{corpus}: {len(behind)} of {len(mine)} networks do not beat every KenLM order up to "
+                    f'the 20-gram on the test split (appendix, "Where the models stand").'
+                )
+    if stand_ins:
+        lines.append(
+            f"{len(stand_ins)} networks are shipped models trained by the earlier stopping rule (validation "
+            "gaining under 0.002 nats per epoch), standing in for the same configurations retrained by the "
+            "papers' rule (50 epochs, early stopping on validation) until those ship."
+        )
+    return lines
 
 
 def standing_view(standing: pd.DataFrame) -> pd.DataFrame:

@@ -43,22 +43,24 @@ RESERVED_ANCHORS = {"corpora", "trainings", "contents", "provenance", "findings"
 
 @dataclass
 class Section:
-    """One analysis: the question it answers, its figure, our numbers and the paper's."""
+    """One analysis: the question it answers, its figure, what it shows and found, our numbers and the paper's."""
 
-    name: str  # analysis module name, used as the HTML anchor id
+    name: str  # analysis name, used as the HTML anchor id
     title: str
-    question: str
-    caption: str  # plain text; blank lines separate paragraphs
-    table: pd.DataFrame
-    figure: Path | None
+    question: str = ""
+    shows: str = ""  # one sentence: what the figure shows
+    findings: list[str] = field(default_factory=list)  # the findings as sentences (analyses.prose), verdicts first
+    verdicts: list = field(default_factory=list)  # the first page's lines from this section (analyses.prose)
+    table: pd.DataFrame | None = None  # the one compact table
+    figure: Path | None = None
     paper_table: pd.DataFrame | None = None
     paper_source: str = ""
-    notes: list[str] = field(default_factory=list)
-    summary: str = ""  # one line for the report's findings: the key number, ours beside the paper's
-    html: str = ""  # an interactive fragment the analysis escaped itself (report_html: the activation viewer)
+    appendix: dict = field(default_factory=dict)  # title -> per-model table: the appendix
+    deviations: list[str] = field(default_factory=list)  # where we deviate from the papers
+    html: str = ""  # an interactive fragment the analysis escaped itself (the activation viewer)
     missing: str = ""  # why the analysis was not computed (its MissingInput sentence); empty when it was
     failed: str = ""  # the analysis raised: its one-line error ("ValueError: ..."); empty when it did not
-    failed_in: str = ""  # where it raised ("compute(ctx)", "plot(df)", "caption(df)", ...)
+    failed_in: str = ""  # where it raised ("compute(ctx)", "plot(result)", ...)
     command: str = ""  # the command that reproduces the failure
     log: str = ""  # the file holding its traceback
 
@@ -106,6 +108,7 @@ class ReportContext:
     standing: pd.DataFrame | None = None  # where the models stand: test nats beside the n-gram orders they beat
     failed_models: list[FailedModel] = field(default_factory=list)  # models whose job raised (not in the report)
     unshipped_models: list[UnshippedModel] = field(default_factory=list)  # left out: not shipped yet (not a failure)
+    limits: list[str] = field(default_factory=list)  # the first page's box: what this run can and cannot show
 
     @property
     def failed_sections(self) -> list[Section]:
@@ -315,8 +318,9 @@ class _SectionView:
 
     section: Section
     figure: str | None
-    ours: TableView
+    ours: TableView | None
     paper: TableView | None
+    appendix: list[tuple[str, TableView]]
 
     @property
     def landscape(self) -> bool:
@@ -327,16 +331,17 @@ class _SectionView:
     def side_by_side(self) -> bool:
         """Paper's numbers beside ours when each fits half a portrait row, else below."""
         half = PRINT_FITS[0][2] // 2 - 2  # minus the gap between the two
-        return self.paper is not None and max(self.ours.width, self.paper.width) <= half
+        return self.paper is not None and self.ours is not None and max(self.ours.width, self.paper.width) <= half
 
 
 def _section_view(section: Section, out_dir: Path) -> _SectionView:
+    def view_of(table):
+        return None if table is None or table.empty and not len(table.columns) else table_view(table)
+
     view = _SectionView(
-        section,
-        _place_figure(section, out_dir),
-        table_view(section.table),
-        None if section.paper_table is None else table_view(section.paper_table),
-    )
+        section, _place_figure(section, out_dir), view_of(section.table), view_of(section.paper_table),
+        [(title, table_view(t)) for title, t in section.appendix.items()],
+    )  # fmt: skip
     for label, table in (("our", view.ours), ("paper", view.paper)):
         if table is not None and any(part.overflows for part in table.print_parts()):
             log.warning(
@@ -378,27 +383,34 @@ def _corpora_view(corpora: list[dict]) -> TableView:
     return TableView(columns, [False, True, True, *(True for _ in splits), False], rows)
 
 
-def render_html(ctx: ReportContext, out_dir: Path) -> Path:
-    """Write ``out_dir/index.html`` plus its stylesheet and figures; return the HTML path."""
+PARTS = {"all": "index.html", "main": ".report-print.html", "appendix": ".appendix-print.html"}
+
+
+def render_html(ctx: ReportContext, out_dir: Path, part: str = "all") -> Path:
+    """Write the HTML of one part (`all`: index.html, the appendix collapsed; `main` and `appendix`: what the two
+    PDFs print) plus its stylesheet and figures; return its path."""
     out_dir = Path(out_dir).resolve()
     sections = [_section_view(s, out_dir) for s in ctx.sections]
+    verdicts = [v for s in ctx.sections for v in s.verdicts]
     _atomic_copy(TEMPLATES / STYLESHEET, out_dir / STYLESHEET)
     html = (
         _environment()
         .get_template("report.html.j2")
         .render(
             ctx=ctx,
+            part=part,
             sections=sections,
+            verdicts=verdicts,
             corpora=_corpora_view(ctx.corpora),
             trainings=table_view(ctx.trainings),
             standing=None if ctx.standing is None or ctx.standing.empty else table_view(ctx.standing),
             stylesheet=STYLESHEET,
         )
     )
-    index = out_dir / "index.html"
-    with _atomic_path(index) as tmp:
+    path = out_dir / PARTS[part]
+    with _atomic_path(path) as tmp:
         tmp.write_text(html, encoding="utf-8")
-    return index
+    return path
 
 
 class _ErrorCollector(logging.Handler):
@@ -434,6 +446,9 @@ def render_pdf(html_path: Path, pdf_path: Path) -> Path:
 
 
 def render(ctx: ReportContext, out_dir: Path) -> tuple[Path, Path]:
-    """Render ``out_dir/index.html`` and ``out_dir/report.pdf``; return both paths."""
+    """Render ``out_dir/index.html`` (everything; the appendix collapsed), ``report.pdf`` (the first page, every
+    section) and ``appendix.pdf`` (the per-model tables); return the HTML and the report's PDF."""
     html = render_html(ctx, out_dir)
-    return html, render_pdf(html, Path(out_dir) / "report.pdf")
+    pdf = render_pdf(render_html(ctx, out_dir, "main"), Path(out_dir) / "report.pdf")
+    render_pdf(render_html(ctx, out_dir, "appendix"), Path(out_dir) / "appendix.pdf")
+    return html, pdf

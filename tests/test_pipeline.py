@@ -18,8 +18,9 @@ from analyses import common
 from charlm.model import budget_params, count_params
 from charlm.paths import checkpoint_predictions_path
 from charlm.plan import available, load_profile, plan
-from reports.pipeline import RunOptions, _jobs, damage, run, section
-from reports.render import ReportContext, render_html
+from reports.pipeline import RunOptions, damage, model_jobs, run
+from reports.render import ReportContext, Section, render_html
+from reports.sections import missing_section
 
 
 @pytest.mark.parametrize("name", ["smoke", "smoke-all", "quick", "standard", "paper", "reference"])
@@ -30,14 +31,14 @@ def test_every_shipped_profile_plans_models_sized_to_their_budget_rows(name):
     for analysis in profile.analyses:
         common.load_analysis(analysis)
     _, models = plan(profile)
-    neural = [m for m in models if m.kind == "neural"]
+    neural = [m for m in models if m.kind.recurrent]
     assert neural and len({m.model_id for m in models}) == len(models)
     configured = {b for g in profile.grid for b in g["budgets"]} | (
         {profile.ablations["budget"]} if profile.ablations else set()
     )
     for m in neural:
         c, V = m.config, m.corpus.vocab_size
-        row = m.row()["budget row"]  # the row read back from the model's shape alone
+        row = m.kind.describe(m)["budget row"]  # the row read back from the model's shape alone
         assert row != "-" and int(row) in configured, (name, c, row, configured)
         target = budget_params(int(row), V)
         gap = lambda h, c=c, V=V, t=target: abs(count_params(dataclasses.replace(c, size=h).model_config(V)) - t)
@@ -49,21 +50,21 @@ def test_smoke_all_runs_every_analysis_there_is():
     """smoke-all is the new user's whole report in small (issue 23): a new analysis module must join it."""
     modules = sorted(
         p.stem for p in (common.REPO / "analyses").glob("*.py")
-        if not p.stem.startswith("_") and "\nTITLE = " in p.read_text()
+        if not p.stem.startswith("_") and ("\nTITLE = " in p.read_text() or "\nANALYSIS = " in p.read_text())
     )  # fmt: skip
     assert modules and sorted(load_profile("smoke-all").analyses) == modules
 
 
-def test_the_findings_say_not_computed_only_for_an_analysis_whose_inputs_were_missing(tmp_path):
+def test_a_section_says_not_computed_only_for_an_analysis_whose_inputs_were_missing(tmp_path):
     """Said from the section's missing-input state, not guessed from a missing figure: samples draws none."""
-    missing = section({"name": "ablations", "missing": "no LSTM seeds: train them with `make report`"})
+    missing = missing_section(common.load_analysis("ablations"), "no LSTM seeds: train them with `make report`")
     assert missing.missing and missing.figure is None
-    computed = dataclasses.replace(missing, name="samples", title="Samples", caption="Drawn.", missing="")
-    sections = [missing, computed]
-    ctx = ReportContext("smoke", "", [], pd.DataFrame(), 0.0, sections, {}, "", {}, "2026-01-01T00:00:00")
-    findings = render_html(ctx, tmp_path).read_text().split('id="findings"')[1].split("</ol>")[0]
-    assert re.search(r'href="#ablations">[^<]*</a>: not computed', findings)
-    assert re.search(r'href="#samples">[^<]*</a></li>', findings)
+    computed = Section(name="samples", title="Samples", findings=["Drawn."])
+    ctx = ReportContext("smoke", "", [], pd.DataFrame(), 0.0, [missing, computed], {}, "", {}, "2026-01-01T00:00:00")
+    html = render_html(ctx, tmp_path).read_text()
+    ablations = html.split('id="ablations"')[1].split("</section>")[0]
+    samples = html.split('id="samples"')[1].split("</section>")[0]
+    assert "Not computed: no LSTM seeds" in ablations and "Not computed" not in samples and "Drawn." in samples
 
 
 def test_unknown_profile_and_unknown_settings_are_user_errors(tmp_path):
@@ -133,13 +134,12 @@ def test_report_end_to_end_then_cached(tmp_path, monkeypatch, small_text_file, s
     # snapshots' when an analysis reads them (smoke's do not, so none were made).
     _, models = plan(smoke_profile, options.corpora_override)
     problems = {m.model_id: damage(m) for m in models}
-    assert _jobs(smoke_profile, models, problems, {}, 1) == []
-    neural = [m for m in models if m.kind == "neural"]
-    with_snapshots = dataclasses.replace(smoke_profile, analyses=["training_dynamics"])
-    assert len(_jobs(with_snapshots, models, problems, {}, 1)) == len(neural)
+    assert model_jobs(models, problems, {}, 1, "contiguous", snapshots=False) == []
+    neural = [m for m in models if m.kind.recurrent]
+    assert len(model_jobs(models, problems, {}, 1, "contiguous", snapshots=True)) == len(neural)
     checkpoint_predictions_path(neural[0].directory / "checkpoint.pt", "test").unlink()
-    (job,) = _jobs(smoke_profile, models, problems, {}, 1)
-    assert job.args[0] == neural[0].config.__dict__
+    (job,) = model_jobs(models, problems, {}, 1, "contiguous", snapshots=False)
+    assert job.model.model_id == neural[0].model_id and job.work.what == "score"
 
     # One setting changed (the LSTM seeds of the ablations): only the new model trains, only its analyses recompute.
     ablations = dict(smoke_profile.ablations, lstm_seeds=[0, 1, 2])

@@ -19,7 +19,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-import pandas as pd
 import pytest
 from conftest import cli_env, kenlm_available, make_text
 
@@ -31,7 +30,7 @@ from charlm.plan import load_profile, planned_model_ids
 from charlm.sweep import run_jobs
 from corpora.errors import run_cli
 from reports.__main__ import main as reports_main
-from reports.pipeline import analysis_job, section
+from reports.sections import analysis_job
 
 PROFILE = "smoke-all"
 FAILING_ANALYSIS = "saturation"  # its plot is made to raise (analyses/*.py themselves are not touched)
@@ -213,18 +212,25 @@ def test_keyboard_interrupt_in_an_analysis_stops_the_run(failing_run, monkeypatc
         raise KeyboardInterrupt
 
     monkeypatch.setattr(analyses.saturation, "compute", interrupted)
-    records = model_index(failing_run["artifacts"]).to_dict("records")
+    records = list(model_index(failing_run["artifacts"])["model_id"])
     data = failing_run["tmp"] / "interrupted"
     with pytest.raises(KeyboardInterrupt):
         analysis_job("saturation", records, load_profile(PROFILE).analysis["saturation"], str(data), {}, 1)
 
 
-def test_a_section_that_cannot_be_built_is_shown_as_failed(tmp_path, monkeypatch):
-    """section() on a good table whose caption raises: a failed section naming where, not an exception."""
-    table = tmp_path / "ablations.csv"
-    pd.DataFrame({"corpus": ["x"], "arch": ["lstm"]}).to_csv(table, index=False)
-    s = section({"name": "ablations", "table": str(table), "figure": None})
-    assert s.failed.startswith("KeyError") and s.failed_in == "caption(df)" and not s.missing
+def test_a_section_that_cannot_be_built_is_shown_as_failed(failing_run, monkeypatch):
+    """A result whose section raises (its compact table, here): a failed section naming where, not an exception."""
+    from analyses.common import Legacy
+
+    def broken(self, result):
+        raise KeyError("budget")
+
+    monkeypatch.setattr(Legacy, "summary_table", broken)
+    ids = list(model_index(failing_run["artifacts"])["model_id"])
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(failing_run["artifacts"]))
+    out = analysis_job("cross_entropy", ids, {}, str(failing_run["tmp"] / "broken"), {}, 1)
+    s = out["section"]
+    assert s.failed.startswith("KeyError") and out["stage"] == "the report section" and not s.missing
 
 
 def test_run_jobs_keeps_going_past_a_failing_job_and_returns_its_exception():

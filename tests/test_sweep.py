@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from charlm.checkpoint import load_payload
+from charlm.kinds.recurrent import train_job
 from charlm.paths import checkpoint_predictions_path
 from charlm.predictions import load as load_predictions
 from charlm.sweep import executor, run_jobs
 from charlm.train import TrainConfig
-from reports.pipeline import train_job
 
 
 def _jobs(corpus_path, root):
@@ -33,7 +33,7 @@ def _jobs(corpus_path, root):
         )
         for arch in ("lstm", "lstm-srnn-hidden")
     ]
-    return [partial(train_job, c.__dict__, env, 1, "contiguous", True) for c in configs]
+    return [partial(train_job, c.__dict__, env, 1, "contiguous") for c in configs]
 
 
 def _artifacts(dirs):

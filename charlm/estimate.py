@@ -1,0 +1,335 @@
+"""What a run will cost before it runs: each job's measured seconds, scaled to this machine, scheduled as it runs.
+
+Every report run records what each of its jobs took (reports/build/<profile>/data/timings.json). A profile's
+record, charlm/profiles/<profile>.timings.json, is one such cold run kept with the suite (`make timings` writes it),
+beside the speed of the machine it ran on: the CPU seconds of `benchmark()`, a fixed second of the suite's kinds of
+work (a recurrent forward and backward in torch, a numpy sort, a Python loop). On any machine, a job is priced
+
+1. "recorded": the same job (model or analysis) in the profile's record, x this machine's benchmark / the record's;
+2. "scaled": a recorded job of the same shape (architecture, depth and width; baseline and order) and the same
+   work (train, score, build), in any record, per unit of work (characters trained or read, tokens x order), x this
+   job's units and the machine ratio: the same model on another corpus, a quick model on a user's text;
+3. "by kind": the recorded jobs of the same work, per unit and per parameter (a network of a new shape);
+4. training that no record holds: the training seconds per character that the shipped models' manifests record
+   for the shape (models/<profile>/), as 2.
+
+An analysis is priced by its record, scaled by the number of networks it reads against the record's; rendering by
+its record. The wall time is the job graph list-scheduled onto the workers exactly as the pipeline runs it
+(`schedule`: a job starts when the jobs it needs have finished, longest remaining path first). Disk: the bytes each
+recorded job left in the artifacts, scaled like its seconds. Every line of the summary says which rule priced what.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
+RECORD_SUFFIX = ".timings.json"
+FORMAT = 1  # bump when what a record holds changes
+RULES = {"recorded": "recorded", "scaled": "scaled from a recorded shape", "shipped": "from shipped training",
+         "by": "by kind of work", "unpriced": "unpriced"}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------ the machine
+
+
+def benchmark() -> float:
+    """CPU seconds of a fixed workload mixing what a report does (torch, numpy, Python): about half a second."""
+    import numpy as np
+    import torch
+
+    started = time.process_time()
+    with torch.no_grad():
+        torch.manual_seed(0)
+        lstm = torch.nn.LSTM(96, 128, batch_first=True)
+        x = torch.randn(32, 400, 96)
+        for _ in range(3):
+            lstm(x)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        np.sort(rng.random(1_000_000))
+    total = 0
+    for i in range(600_000):
+        total += i % 7
+    return time.process_time() - started
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                   if line.startswith("model name"))  # fmt: skip
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count() or 1, "python": platform.python_version()}
+
+
+# ------------------------------------------------------------------------------------------ records
+
+
+@dataclass
+class Record:
+    """One cold run's measured seconds (a profile's `<profile>.timings.json`)."""
+
+    profile: str
+    benchmark_s: float  # CPU seconds of `benchmark()` on the machine that ran it
+    jobs: dict[str, dict]  # job key -> {"seconds", "what", "units", "shape", "params", "bytes"}
+    analyses: dict[str, float]  # analysis -> seconds
+    render_s: float = 0.0
+    networks: int = 0  # recurrent models its analyses read
+    measured: dict = field(default_factory=dict)  # when, where: date, machine, git, workers, wall and peak figures
+
+    def save(self, path: Path) -> Path:
+        from corpora import atomic
+
+        atomic.write_json(path, {"format": FORMAT, **self.__dict__})
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> Record | None:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return None
+        if data.pop("format", None) != FORMAT:
+            return None
+        return cls(**data)
+
+
+def records(profile_name: str) -> list[Record]:
+    """The profile's record first, then every other profile's (what `scaled` and `by kind` read)."""
+    own = PROFILES_DIR / f"{profile_name}{RECORD_SUFFIX}"
+    paths = [own] + sorted(p for p in PROFILES_DIR.glob(f"*{RECORD_SUFFIX}") if p != own)
+    return [r for r in (Record.load(p) for p in paths if p.is_file()) if r is not None]
+
+
+def shipped_training(root: Path | None = None) -> dict[str, list[float]]:
+    """Training CPU seconds per character of every shipped network, by shape ("lstm L2 H84"): rule 4's record."""
+    from .shipped import SHIPPED_ROOT
+
+    rates: dict[str, list[float]] = {}
+    for path in sorted((root or SHIPPED_ROOT).glob("*/*/*/manifest.json")):
+        m = json.loads(path.read_text())
+        tc, seconds = m.get("train_config"), m.get("cpu_seconds") or m.get("training_seconds")
+        metrics = path.with_name("metrics.json")
+        if not tc or not seconds or not metrics.is_file():
+            continue
+        chars = json.loads(metrics.read_text()).get("chars_trained") or 0
+        if chars:
+            rates.setdefault(f"{tc['arch']} L{tc['layers']} H{tc['size']}", []).append(seconds / chars)
+    return rates
+
+
+# ------------------------------------------------------------------------------------------ pricing
+
+
+@dataclass
+class Pricer:
+    """Prices jobs and analyses on this machine from the records (see the module docstring)."""
+
+    profile: str
+    records: list[Record]
+    speed: float  # this machine's benchmark / the records' machine's: above 1 is slower
+    training: dict[str, list[float]]
+
+    @classmethod
+    def here(cls, profile_name: str, bench_s: float | None = None) -> Pricer:
+        recs = records(profile_name)
+        bench = bench_s if bench_s is not None else benchmark()
+        ref = statistics.median([r.benchmark_s for r in recs]) if recs else bench
+        return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, shipped_training())
+
+    def _recorded(self) -> list[dict]:
+        return [{**j, "key": k} for r in self.records for k, j in r.jobs.items()]
+
+    def price(self, job) -> tuple[float, float, str]:
+        """(seconds, bytes, rule) of one model job (charlm.kinds.base.Job)."""
+        own = self.records[0] if self.records and self.records[0].profile == self.profile else None
+        if own is not None and job.key in own.jobs:
+            j = own.jobs[job.key]
+            return j["seconds"] * self.speed, j.get("bytes", 0), "recorded"
+        w = job.work
+        same = [j for j in self._recorded() if j["what"] == w.what and j["shape"] == w.shape and j["units"]]
+        if same:
+            per = statistics.median(j["seconds"] / j["units"] for j in same)
+            per_b = statistics.median(j.get("bytes", 0) / j["units"] for j in same)
+            return per * w.units * self.speed, per_b * w.units, f"scaled from {len(same)} recorded {w.shape}"
+        if w.what == "train" and w.shape in self.training:
+            per = statistics.median(self.training[w.shape])
+            return per * w.units * self.speed, 0.0, f"shipped {w.shape}'s training, per character"
+        kin = [j for j in self._recorded() if j["what"] == w.what and j["units"] and (j["params"] or 0) > 0]
+        if kin and w.params:
+            per = statistics.median(j["seconds"] / j["units"] / j["params"] for j in kin)
+            per_b = statistics.median(j.get("bytes", 0) / j["units"] for j in kin)
+            return per * w.units * w.params * self.speed, per_b * w.units, f"by kind ({w.what}, per parameter)"
+        kin = [j for j in self._recorded() if j["what"] == w.what and j["units"]]
+        if kin:
+            per = statistics.median(j["seconds"] / j["units"] for j in kin)
+            return per * w.units * self.speed, 0.0, f"by kind ({w.what})"
+        return 0.0, 0.0, "unpriced: no record holds this kind of work"
+
+    def analysis(self, name: str, networks: int) -> tuple[float, str]:
+        for r in self.records:
+            if name in r.analyses:
+                scale = networks / r.networks if r.networks and r.profile != self.profile else 1.0
+                rule = "recorded" if r.profile == self.profile else f"scaled from {r.profile}'s"
+                return r.analyses[name] * scale * self.speed, rule
+        return 0.0, "unpriced"
+
+    def render(self) -> float:
+        return next((r.render_s for r in self.records if r.render_s), 0.0) * self.speed
+
+
+# ------------------------------------------------------------------------------------------ schedule
+
+
+def critical_paths(jobs: list) -> dict[str, float]:
+    """Each job's seconds plus the longest chain of jobs that wait for it: the pipeline starts the largest first."""
+    after: dict[str, list] = {j.key: [] for j in jobs}
+    for j in jobs:
+        for k in j.after:
+            if k in after:
+                after[k].append(j)
+    memo: dict[str, float] = {}
+
+    def path(j) -> float:
+        if j.key not in memo:
+            memo[j.key] = j.seconds + max((path(n) for n in after[j.key]), default=0.0)
+        return memo[j.key]
+
+    return {j.key: path(j) for j in jobs}
+
+
+def schedule(jobs: list, workers: int) -> float:
+    """The wall seconds of `jobs` (with their `seconds` and `after`) on `workers` workers, as the pipeline runs
+    them: whenever a worker is free, the ready job with the longest critical path starts."""
+    priority = critical_paths(jobs)
+    keys = {j.key for j in jobs}
+    pending, done, running, now = list(jobs), {}, [], 0.0
+    while pending or running:
+        ready = [j for j in pending if all(k in done or k not in keys for k in j.after)]
+        ready.sort(key=lambda j: -priority[j.key])
+        while ready and len(running) < workers:
+            j = ready.pop(0)
+            pending.remove(j)
+            running.append((now + j.seconds, j))
+        if not running:
+            break  # a cycle: cannot happen with the pipeline's jobs
+        running.sort(key=lambda pair: pair[0])
+        now, finished = running.pop(0)
+        done[finished.key] = now
+    return now
+
+
+@dataclass
+class Countdown:
+    """The time left of a running job graph, for the progress line: what is still to run scheduled as `schedule`
+    does, with each running job's estimate less the time it has run (at least a tenth of its estimate: a job that
+    runs over still has something left, rather than "0 s left"), all scaled by how the finished jobs went."""
+
+    jobs: list
+    workers: int
+    started: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+
+    def speed(self) -> float:
+        spent = sum(self.finished[k] - self.started[k] for k in self.finished)
+        planned = sum(j.seconds for j in self.jobs if j.key in self.finished)
+        return min(4.0, max(0.25, spent / planned)) if planned > 0 and spent > 0 else 1.0
+
+    def left(self, now: float | None = None) -> float:
+        now = time.perf_counter() if now is None else now
+        f, rest = self.speed(), []
+        for j in self.jobs:
+            if j.key in self.finished:
+                continue
+            seconds = f * j.seconds
+            if j.key in self.started:
+                seconds = max(0.1 * seconds, seconds - (now - self.started[j.key]))
+            rest.append(_Timed(j.key, seconds, tuple(k for k in j.after if k not in self.finished)))
+        return schedule(rest, self.workers)
+
+
+@dataclass
+class _Timed:
+    key: str
+    seconds: float
+    after: tuple[str, ...] = ()
+
+
+def duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    if seconds < 86400 * 2:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds / 86400:.1f} days"
+
+
+# ------------------------------------------------------------------------------------------ the estimate
+
+
+@dataclass
+class Estimate:
+    """A run's priced job graph: model jobs, analyses, rendering; its wall time on `workers`; what it writes."""
+
+    jobs: list  # every job of the run, priced (job.seconds, job.priced_by), analyses included
+    workers: int
+    render_s: float
+    disk: float  # bytes of new artifacts
+    speed: float  # this machine against the records'
+    record_of: str  # where the prices come from
+
+    @property
+    def wall_s(self) -> float:
+        return schedule(self.jobs, self.workers) + self.render_s
+
+    def summary(self) -> list[str]:
+        models = [j for j in self.jobs if j.work is not None]
+        analyses = [j for j in self.jobs if j.work is None]
+        rules: dict[str, int] = {}
+        for j in self.jobs:
+            rule = RULES.get(j.priced_by.split(" ")[0], j.priced_by)
+            rules[rule] = rules.get(rule, 0) + 1
+        model_s, analysis_s = sum(j.seconds for j in models), sum(j.seconds for j in analyses)
+        lines = [
+            f"estimate: wall time about {duration(self.wall_s)} on {self.workers} worker(s): {len(models)} model "
+            f"jobs ({duration(model_s)} of work), {len(analyses)} analyses ({duration(analysis_s)}), rendering "
+            f"{duration(self.render_s)}; about {self.disk / 1e9:.2f} GB of new artifacts",
+            f"estimate: priced from {self.record_of}, on this machine at {1 / self.speed:.2f}x its speed; "
+            + ", ".join(f"{n} {rule}" for rule, n in sorted(rules.items(), key=lambda kv: -kv[1])),
+        ]
+        unpriced = [j.key for j in self.jobs if j.priced_by.startswith("unpriced")]
+        if unpriced:
+            lines.append(f"estimate: {len(unpriced)} job(s) no record prices (counted as 0 s): {', '.join(unpriced)}")
+        return lines
+
+
+def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int,
+             bench_s: float | None = None) -> Estimate:  # fmt: skip
+    """Price `jobs` (model jobs, charlm.kinds.base.Job) and `analyses` (jobs whose `work` is None, key
+    "analysis:<name>") in place, and schedule them."""
+    pricer = Pricer.here(profile_name, bench_s)
+    disk = 0.0
+    for job in jobs:
+        job.seconds, bytes_, job.priced_by = pricer.price(job)
+        disk += bytes_
+    for job in analyses:
+        job.seconds, job.priced_by = pricer.analysis(job.key.split(":", 1)[1], networks)
+    source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
+    return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}")
+
+
+def record_run(profile_name: str, timings: dict, path: Path | None = None) -> Path:
+    """Keep a run's measured seconds (its data/timings.json) as the profile's record (`make timings`)."""
+    record = Record(profile_name, timings["benchmark_s"], timings["jobs"], timings["analyses"], timings["render_s"],
+                    timings["networks"], timings["measured"])  # fmt: skip
+    return record.save(path or PROFILES_DIR / f"{profile_name}{RECORD_SUFFIX}")
