@@ -16,6 +16,11 @@ and the rungs of the lecture notes' derivation of the LSTM (seed 004), with the 
     gru-paper         the papers' GRU            r, z; htilde = tanh(W x + U (r * h) + b): reset before the product
     pseudo-lstm       pseudo-LSTM                the prototype reading tanh(c) instead of c; both output tanh(c)
 
+and Feng et al.'s (2024) minimal RNNs, gates and candidate from the input alone (a linear recurrence, scanned):
+
+    mingru            minGRU                     z = sigm(W_z x), htilde = W_h x; h = (1 - z) h + z htilde
+    minlstm           minLSTM                    f, i = sigm(W x); f', i' = f / (f + i), i / (f + i); h = f' h + i' h~
+
 Adding an architecture is its layer (charlm/layers/) and one `Arch` line in ARCHITECTURES; every table the suite
 keeps of architectures (the names, the report's labels, the gated ones, the GRUs, Levy's ablations, the kernels
 recorded with training, what `make bench` times them against) is a query on these records.
@@ -25,7 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .layers import AblatedLSTMLayer, CBOWLayer, ElmanLayer, GRULayer, LSTMLayer, PaperGRULayer, ProtoLSTMLayer
+from .layers import (
+    AblatedLSTMLayer,
+    CBOWLayer,
+    ElmanLayer,
+    GRULayer,
+    LSTMLayer,
+    MinGRULayer,
+    MinLSTMLayer,
+    PaperGRULayer,
+    ProtoLSTMLayer,
+)
 
 LSTM_INTERNALS = ("i", "f", "o", "ctilde", "c", "h")
 GRU_INTERNALS = ("r", "z", "htilde", "h")
@@ -36,12 +51,13 @@ class Arch:
     name: str  # the suite's name: ModelConfig.arch, model ids, profiles
     label: str  # how the report names it, everywhere
     layer: type  # its layer class (charlm/layers/), built as layer(d_in, size, **options)
-    family: str  # "lstm": Levy's family (a memory cell c = f c + i ctilde); "gru"; "rnn"; "ladder": the notes' rungs
+    family: str  # "lstm": Levy's family (a memory cell c = f c + i ctilde); "gru"; "rnn"; "ladder": the notes' rungs;
+    # "min": Feng et al.'s minimal RNNs (gates from the input alone)
     gated: bool  # learned gates: gate saturation and weighted sums apply
     internals: tuple[str, ...]  # what `trace` returns per layer (`layers.{l}.{name}`), in order
     options: dict = field(default_factory=dict)  # the layer's constructor options
     memory: str = "h"  # the internal that carries memory across steps (probed as cells, differentiated by vanishing)
-    weights: str | None = None  # how the memory is a weighted sum (Levy eq. 8): "i,f" (w = i prod f), "z" (GRU)
+    weights: str | None = None  # how the memory is a weighted sum (Levy eq. 8): "i,f" (w = i prod f), "z" (GRU, minGRU)
     fused: str = "loop"  # what trains it: "torch" (nn.RNN/GRU/LSTM), a kernel of ours by name, or "loop" (autograd)
     kernel: str | None = None  # our kernel's name as training sessions record it; a change to what it computes,
     # to the last bit, gets a new name (a shipped model retrains bit for bit only on the kernel that trained it)
@@ -81,6 +97,11 @@ ARCHITECTURES = (  # the order the report lists them in (its labels' order)
          memory="c", weights="i,f", source="Goldberg and Pitis, lecture notes (seed 004)"),
     Arch("pseudo-lstm", "pseudo-LSTM", ProtoLSTMLayer, "ladder", True, LSTM_INTERNALS, {"squash": True},
          memory="c", weights="i,f", source="Goldberg and Pitis, lecture notes (seed 004)"),
+    Arch("mingru", "minGRU", MinGRULayer, "min", True, ("z", "htilde", "h"), weights="z", fused="LinearScan",
+         kernel="LinearScan", bench_against="gru", content_from_input=True,
+         source="Feng et al. (2024) sec 3.1.2"),
+    Arch("minlstm", "minLSTM", MinLSTMLayer, "min", True, ("i", "f", "htilde", "h"), weights="i,f",
+         fused="LinearScan", kernel="LinearScan", content_from_input=True, source="Feng et al. (2024) sec 3.2.3"),
 )  # fmt: skip
 REGISTRY = {a.name: a for a in ARCHITECTURES}
 
@@ -100,7 +121,7 @@ def names(**where) -> tuple[str, ...]:
     return tuple(a for a in ARCHS if all(getattr(REGISTRY[a], k) == v for k, v in where.items()))
 
 
-FAMILY_ORDER = ("lstm", "gru", "rnn", "ladder")  # the order gated architectures are listed in: Levy's, the GRUs, ...
+FAMILY_ORDER = ("lstm", "gru", "min", "rnn", "ladder")  # the order gated architectures are listed in: Levy's, GRUs, ...
 
 
 def gated() -> tuple[str, ...]:
@@ -111,6 +132,6 @@ def gated() -> tuple[str, ...]:
 # The suite's order of architecture names (model ids, `--help`, tests), kept from before the records existed.
 ARCHS = (
     "rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates",
-    "cbow", "cbow-tanh", "proto-lstm", "gru-paper", "pseudo-lstm",
+    "cbow", "cbow-tanh", "proto-lstm", "gru-paper", "pseudo-lstm", "mingru", "minlstm",
 )  # fmt: skip
 assert set(ARCHS) == set(REGISTRY), "every architecture has a record and a place in ARCHS"

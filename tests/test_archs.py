@@ -36,3 +36,33 @@ def test_an_unknown_architecture_is_one_line():
 
     with pytest.raises(UserError, match="unknown architecture 'lsmt'"):
         archs.arch("lsmt")
+
+
+@pytest.mark.parametrize("record", [a for a in archs.ARCHITECTURES if a.fused == "LinearScan"], ids=lambda a: a.name)
+def test_the_linear_recurrences_train_and_score_by_their_scan_and_trace_step_by_step(record, monkeypatch):
+    """The cells whose recurrence is linear with input-only coefficients (charlm/layers/scan.py): their content and
+    gates read x alone, forward runs LinearScan once per layer, the trace never (it is the step loop)."""
+    from charlm.layers import LinearScan
+
+    calls = []
+    scan = LinearScan.apply
+    monkeypatch.setattr(LinearScan, "apply", lambda *args: calls.append(1) or scan(*args))
+    model = CharLM(ModelConfig(record.name, 7, 2, 5))
+    ids = torch.randint(0, 7, (2, 4))
+    model.forward_with_state(ids)
+    assert len(calls) == 2
+    model.trace(ids)
+    model.forward_with_state(ids, fused=False)
+    assert len(calls) == 2
+    assert record.gated and record.content_from_input and record.weights is not None
+    # lstm-srnn-hidden trained on LinearScan before kernels were recorded, and still computes the same bits
+    assert record.kernel == (None if record.name == "lstm-srnn-hidden" else "LinearScan")
+
+
+def test_the_minimal_rnns_of_feng_et_al():
+    for name, label, weights in (("mingru", "minGRU", "z"), ("minlstm", "minLSTM", "i,f")):
+        record = archs.arch(name)
+        assert (record.label, record.family, record.memory, record.weights) == (label, "min", "h", weights)
+        assert not record.sized_as and not record.ablation
+    assert archs.names(family="min") == ("mingru", "minlstm")
+    assert GATED_ARCHS.index("gru-paper") < GATED_ARCHS.index("mingru") < GATED_ARCHS.index("proto-lstm")

@@ -41,6 +41,8 @@ TRACE_KEYS = {
     "proto-lstm": {"i", "f", "o", "ctilde", "c", "h"},
     "gru-paper": {"r", "z", "htilde", "h"},
     "pseudo-lstm": {"i", "f", "o", "ctilde", "c", "h"},
+    "mingru": {"z", "htilde", "h"},
+    "minlstm": {"i", "f", "htilde", "h"},
 }
 LADDER = ("cbow", "cbow-tanh", "proto-lstm", "gru-paper", "pseudo-lstm")  # the notes' rungs (seed 004)
 
@@ -164,6 +166,25 @@ def reference_layer(arch, layer, x, state):
             )
             h = (1 - z) * h + z * htilde
             keep(r=reset, z=z, htilde=htilde, h=h)
+        final = (h,)
+    elif arch in ("mingru", "minlstm"):  # Feng et al. (2024) sec 3.1.2 and 3.2.3, gates and candidate from x alone
+        H = layer.size
+        sl = lambda k: slice(k * H, (k + 1) * H)  # noqa: E731
+        W, bW = layer.from_x.weight, layer.from_x.bias
+        (h,) = state
+        for t in range(x.shape[1]):
+            xt = x[:, t]
+            if arch == "mingru":
+                z = torch.sigmoid(_lin(xt, W[sl(0)], bW[sl(0)]))
+                htilde = _lin(xt, W[sl(1)], bW[sl(1)])
+                h = (1 - z) * h + z * htilde
+                keep(z=z, htilde=htilde, h=h)
+            else:
+                i, f = torch.sigmoid(_lin(xt, W[sl(0)], bW[sl(0)])), torch.sigmoid(_lin(xt, W[sl(1)], bW[sl(1)]))
+                i, f = i / (f + i), f / (f + i)  # f'_t = f_t / (f_t + i_t), i'_t = i_t / (f_t + i_t)
+                htilde = _lin(xt, W[sl(2)], bW[sl(2)])
+                h = f * h + i * htilde
+                keep(i=i, f=f, htilde=htilde, h=h)
         final = (h,)
     else:  # Levy et al.'s ablations: seed 001 eqs 9, 10 and seed 000 sec 3.1 (-HIDDEN)
         output_gate, recurrent = ABLATION_EQS[arch]
@@ -518,12 +539,13 @@ def test_memory_weights_formula():
             _close(w[:, j, t], expected if j <= t else torch.zeros_like(expected))
 
 
-@pytest.mark.parametrize("arch", LSTM_FAMILY + ("proto-lstm", "pseudo-lstm"))
+@pytest.mark.parametrize("arch", LSTM_FAMILY + ("proto-lstm", "pseudo-lstm", "minlstm"))
 def test_weighted_sum_identity_lstm_family(arch):
     model = make_model(arch, layers=2, scale=0.8)
     cache = model.trace(random_ids(seed=4))  # zero initial state
+    names = ("i", "f", "htilde", "h") if arch == "minlstm" else ("i", "f", "ctilde", "c")  # minLSTM: i', f' and h
     for l in range(2):
-        i, f, ctilde, c = (cache[f"layers.{l}.{k}"] for k in ("i", "f", "ctilde", "c"))
+        i, f, ctilde, c = (cache[f"layers.{l}.{k}"] for k in names)
         w = memory_weights(i, f)  # (B, j, t, H)
         for t in range(T):
             _close(c[:, t], (w[:, :, t] * ctilde).sum(1))
@@ -531,7 +553,7 @@ def test_weighted_sum_identity_lstm_family(arch):
         assert (w[:, later] == 0).all()
 
 
-@pytest.mark.parametrize("arch", ["gru", "gru-paper"])
+@pytest.mark.parametrize("arch", ["gru", "gru-paper", "mingru"])
 def test_weighted_average_identity_gru(arch):
     model = make_model(arch, layers=2, scale=0.8)
     cache = model.trace(random_ids(seed=6))

@@ -1,4 +1,4 @@
-"""Levy et al.'s (2018) ablations of the LSTM: content linear in x, and the memory cell's scan `LinearScan`."""
+"""Levy et al.'s (2018) ablations of the LSTM: content linear in x; -S-RNN-HIDDEN's memory cell by `LinearScan`."""
 
 from __future__ import annotations
 
@@ -6,38 +6,7 @@ import torch
 import torch.nn as nn
 
 from .base import TracedLayer, project
-
-
-class LinearScan(torch.autograd.Function):
-    """c_t = f_t * c_{t-1} + w_t over time, with a hand-written backward.
-
-    The element-wise memory recurrence of `lstm-srnn-hidden` has no matrix product in it, so
-    autograd's per-step bookkeeping would dominate its cost. The backward is the same
-    recurrence run in reverse: a_t = g_t + f_{t+1} a_{t+1}, dw_t = a_t, df_t = a_t c_{t-1}.
-    Tensors are time-major inside so every step reads and writes contiguous memory.
-    """
-
-    @staticmethod
-    def forward(ctx, f: torch.Tensor, w: torch.Tensor, c0: torch.Tensor) -> torch.Tensor:
-        f_t, w_t = f.transpose(0, 1).contiguous(), w.transpose(0, 1).contiguous()  # (T, B, H)
-        c = torch.empty_like(w_t)
-        prev = c0
-        for t in range(w_t.shape[0]):
-            prev = torch.addcmul(w_t[t], f_t[t], prev, out=c[t])
-        ctx.save_for_backward(f_t, c, c0)
-        return c.transpose(0, 1)  # (B, T, H)
-
-    @staticmethod
-    def backward(ctx, grad_c: torch.Tensor):
-        f_t, c, c0 = ctx.saved_tensors
-        g = grad_c.transpose(0, 1).contiguous()  # (T, B, H)
-        a = torch.empty_like(g)
-        a[-1] = g[-1]
-        for t in range(g.shape[0] - 2, -1, -1):
-            torch.addcmul(g[t], f_t[t + 1], a[t + 1], out=a[t])
-        c_prev = torch.cat([c0.unsqueeze(0), c[:-1]], 0)
-        grad_f = (a * c_prev).transpose(0, 1)
-        return grad_f, a.transpose(0, 1), f_t[0] * a[0]
+from .scan import LinearScan, scan_loop
 
 
 class AblatedLSTMLayer(TracedLayer):
@@ -45,7 +14,9 @@ class AblatedLSTMLayer(TracedLayer):
 
     output_gate=False gives h = tanh(c) (eq. 10); gates_recurrent=False gives gates that read
     x only (-S-RNN-HIDDEN), so the additive memory cell is the only recurrence and the whole
-    loop is element-wise.
+    loop is element-wise: c_t = f_t c_{t-1} + i_t ctilde_t is a linear recurrence with input-only
+    coefficients, which `forward` runs as `LinearScan` and `trace` step by step (`scan_loop`: the
+    same fused multiply-add a step, so the same numbers to the bit).
     """
 
     state_names = ("h", "c")
@@ -63,7 +34,13 @@ class AblatedLSTMLayer(TracedLayer):
         n_gates = 3 if output_gate else 2
         return n_gates * size * (d_in + 1) + (n_gates * size * size if gates_recurrent else 0) + size * d_in
 
-    def trace(self, x, state, keep=True):
+    def forward(self, x, state, fused=True):
+        if fused and not self.gates_recurrent:
+            out, state, _ = self.trace(x, state, keep=False, scan=LinearScan.apply)
+            return out, state
+        return super().forward(x, state)
+
+    def trace(self, x, state, keep=True, scan=scan_loop):
         H = self.size
         gx = project(x, self.gates_x.weight, self.gates_x.bias)  # (B, T, nH)
         content = project(x, self.content.weight)  # (B, T, H)
@@ -84,7 +61,7 @@ class AblatedLSTMLayer(TracedLayer):
         else:
             g_all = torch.sigmoid(gx)  # every gate at once: no recurrence in them
             i_all, f_all = g_all[..., :H], g_all[..., H : 2 * H]
-            c_all = LinearScan.apply(f_all, i_all * content, c)  # c_t = f_t c_{t-1} + i_t ctilde_t, (B, T, H)
+            c_all = scan(f_all, i_all * content, c)  # c_t = f_t c_{t-1} + i_t ctilde_t, (B, T, H)
             c = c_all[:, -1]
             if self.output_gate:
                 out = g_all[..., 2 * H :] * torch.tanh(c_all)
