@@ -21,6 +21,9 @@ advantage (Karpathy et al. Fig 5 left; analyses/brace_distance.py: the model's m
 comes, minus the 20-gram's). Each rung's gain is measured against the rung it was derived from: the GRU
 and the pseudo-LSTM are the notes' two fixes of the prototype, and the LSTM comes from the pseudo-LSTM.
 
+The analysis runs on whatever rungs the run trained (the papers' three types alone are a ladder of Elman, GRU and
+LSTM): a step whose two rungs are not both there is untested, and the findings name the rungs missing.
+
 Deviations (charlm/model.py): the notes' CBOW sum never forgets and grows without bound over a carried
 stream, so `cbow` is its leaking mean, h = 0.99 h + 0.01 E x (a bag of the last ~100 characters); the
 notes leave the prototype's output open, and it is tanh(s) here as the pseudo-LSTM's is (the raw state as
@@ -31,16 +34,15 @@ from __future__ import annotations
 
 import sys
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from charlm.model import matched_size
 from corpora.errors import run_cli
 
+from .base import Analysis, Claim, Finding, Result
 from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
-from .common import BRIEF_TRAINING, analysis_main, style
+from .common import analysis_main
 from .context import Context, MissingInput, Needs
 from .vanishing import geometric_mean, vanishing_ratio
 
@@ -72,8 +74,14 @@ LADDER = (
     ("pseudo-lstm", "pseudo-LSTM", "proto-lstm", "reads through tanh: gates and candidate see tanh(s), not s"),
     ("lstm", "LSTM", "pseudo-lstm", "the shadow state h = o tanh(c) for gates, candidate and output"),
 )
+RUNG = {arch: rung for arch, rung, *_ in LADDER}
+WHAT = {"cbow-tanh": "a squashing non-linearity", "rnn": "recurrent weights", "proto-lstm": "gates",
+        "gru": "a bounded state", "pseudo-lstm": "reads through tanh", "lstm": "the shadow state"}  # fmt: skip
 GRU_FORMS = ("gru-paper", "gru")  # the notes' (and papers') GRU; torch's form stands in when it is all there is
 NOTES_ONLY = ("cbow", "cbow-tanh", "proto-lstm", "pseudo-lstm")  # rungs no other analysis trains
+GATED = ("proto-lstm", "gru", "pseudo-lstm", "lstm")  # the rungs with gates (LADDER's names)
+NOISE_FACTOR = 2.0  # a step's gain is beyond noise when larger than this x the largest std (bootstrap or seed)
+RUNAWAY = 10.0  # a memory state this many times the LSTM's cell has run away (the notes' unbounded state)
 COLUMNS = [
     "corpus", "step", "arch", "rung", "parent", "adds", "budget", "layers", "size", "params", "seeds",
     "chars_trained", "ce_nats", "ce_std", "seed_std", "gain_nats", "memory", "state_max", "state_chars",
@@ -111,7 +119,7 @@ def _missing(ctx: Context, budget: int, layers: int) -> MissingInput:
     vocab = ctx.corpus(key).vocab_size if key else 87
     sizes = ", ".join(f"{a} {matched_size(a, budget, vocab, layers)}" for a in NOTES_ONLY)
     return MissingInput(
-        f"the ladder needs the notes' rungs ({', '.join(NOTES_ONLY)}) in budget row {budget} at {layers} layer(s): add "
+        f"no rung of the ladder in budget row {budget} at {layers} layer(s): add "
         f'[[grid]] types = ["cbow", "cbow-tanh", "rnn", "proto-lstm", "gru-paper", "pseudo-lstm", "lstm"], '
         f"layers = [{layers}], budgets = [{budget}] to the profile and run `python -m reports --profile <name>`, or "
         f"train each with `python -m charlm.train --corpus {name} --arch ARCH --layers {layers} --size WIDTH` "
@@ -119,14 +127,14 @@ def _missing(ctx: Context, budget: int, layers: int) -> MissingInput:
     )
 
 
-def compute(ctx: Context) -> pd.DataFrame:
-    """One row per corpus and rung: cross-entropy (mean over seeds), gain over its parent, vanishing ratio, braces."""
+def measure(ctx: Context) -> pd.DataFrame:
+    """One row per corpus and rung present: cross-entropy (mean over seeds), gain over its parent, vanishing ratio,
+    braces. Every rung the run trained in the budget row, whichever they are."""
     s = ctx.settings
     split, resamples, budget, layers = s["split"], s["resamples"], int(s["budget"]), int(s["layers"])
     archs = tuple(a for a, *_ in LADDER if a != "gru") + GRU_FORMS
-    models = _in_row(ctx, ctx.models(arch=archs, required=False), budget, layers)
-    ladders = models.groupby("corpus_key", sort=False).filter(lambda m: m["arch"].isin(NOTES_ONLY).any())
-    if ladders.empty:  # only the papers' three types: that is cross_entropy's table, not a ladder
+    ladders = _in_row(ctx, ctx.models(arch=archs, required=False), budget, layers)
+    if ladders.empty:
         raise _missing(ctx, budget, layers)
     rows = []
     for corpus_key, on_corpus in ladders.groupby("corpus_key", sort=False):
@@ -166,161 +174,208 @@ def compute(ctx: Context) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-# ------------------------------------------------------------------------------------------ views
+# ------------------------------------------------------------------------------------------ the steps
 
 
-PANELS = (  # column, axis label, scale
-    ("ce_nats", "test cross-entropy (nats/char)", "linear"),
-    ("state_max", "largest |memory state| (c, or h without a cell)", "log"),
-    ("vanishing_ratio", "vanishing ratio ||dL/d mid-window|| / ||dL/dh_end||", "log"),
-    ("brace_advantage", "brace advantage: p('}') model - 20-gram", "linear"),
-)
+def _log10(value: float) -> float:
+    return float(np.log10(value)) if np.isfinite(value) and value > 0 else np.nan
 
 
-def plot(df: pd.DataFrame):
-    """One panel per measurement; each rung is joined to the rung it is derived from (a tree, not a line)."""
-    style()
-    order = [rung for _, rung, *_ in LADDER]
-    step_of = {rung: k for k, (_, rung, *_) in enumerate(LADDER)}
-    panels = [p for p in PANELS if df[p[0]].notna().any()]  # the brace panel only with a corpus with braces
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.4), squeeze=False)
-    colors = dict(zip(df["corpus"].unique(), sns.color_palette("tab10")))
-    for ax, (column, label, scale) in zip(axes[0], panels):
-        for corpus, sub in df.groupby("corpus", sort=False):
-            sub = sub[sub[column].notna()]
-            at = dict(zip(sub["step"], sub[column]))
-            for _, r in sub.iterrows():
-                parent = step_of.get(r["parent"])
-                if parent in at:
-                    ax.plot([parent, r["step"]], [at[parent], r[column]], color=colors[corpus], lw=1.2)
-            ax.plot(sub["step"], sub[column], "o", color=colors[corpus], label=corpus)
-            if column == "ce_nats" and sub["seed_std"].notna().any():
-                ax.errorbar(sub["step"], sub[column], yerr=sub["seed_std"].fillna(0), fmt="none", ecolor="grey")
-        ax.set_yscale(scale)
-        if column in ("vanishing_ratio", "state_max"):
-            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        if column == "brace_advantage":
-            ax.axhline(0.0, color="grey", lw=0.8, ls="--")
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order, rotation=35, ha="right")
-        ax.set_xlabel("")
-        ax.set_ylabel(label)
-    axes[0][0].legend(title="corpus", fontsize=8)
-    fig.suptitle(
-        f"The notes' ladder at budget row {int(df['budget'].iloc[0])}, {int(df['layers'].iloc[0])} layer(s): each "
-        "rung joined to the one it is derived from (the GRU and the pseudo-LSTM both fix the prototype)"
+def steps(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per corpus and step of the derivation (every rung with a parent in LADDER): whether both rungs are
+    there, the gain in cross-entropy against the corpus's noise (NOISE_FACTOR x its largest std), the vanishing
+    ratio before and after (log10), the brace advantage before and after, and the step's verdict."""
+    rows = []
+    for corpus, sub in df.groupby("corpus", sort=False):
+        stds = pd.concat([sub["ce_std"], sub["seed_std"]]).dropna()
+        noise = NOISE_FACTOR * float(stds.max()) if len(stds) else np.nan
+        present = {("gru" if a in GRU_FORMS else a): r for a, r in zip(sub["arch"], sub.to_dict("records"))}
+        lstm_state = present["lstm"]["state_max"] if "lstm" in present else np.nan
+        missing = [rung for arch, rung, *_ in LADDER if arch not in present]
+        for arch, rung, parent, adds in LADDER:
+            if parent is None:
+                continue
+            row = {"corpus": corpus, "arch": arch, "rung": rung, "parent_arch": parent, "parent": RUNG[parent],
+                   "adds": adds, "what": WHAT[arch], "noise": noise, "noise_factor": NOISE_FACTOR,
+                   "missing": ", ".join(missing) or "none", "runaway": RUNAWAY, "lstm_state": lstm_state}  # fmt: skip
+            here, before = present.get(arch), present.get(parent)
+            absent = [r for a, r in ((parent, RUNG[parent]), (arch, rung)) if a not in present]
+            row["absent"] = " and ".join(absent)
+            row["tested"] = not absent
+            if here is not None:
+                row.update({"ce": here["ce_nats"], "log10_ratio": _log10(here["vanishing_ratio"]),
+                            "brace": here["brace_advantage"], "state_max": here["state_max"],
+                            "state_chars": here["state_chars"]})  # fmt: skip
+            if before is not None:
+                row.update({"parent_ce": before["ce_nats"], "parent_log10_ratio": _log10(before["vanishing_ratio"]),
+                            "parent_brace": before["brace_advantage"]})  # fmt: skip
+            if row["tested"]:
+                row["gain"] = before["ce_nats"] - here["ce_nats"]
+                # the step buys cross-entropy when it lowers it by more than the noise
+                row["verdict"] = "reproduced" if row["gain"] > noise else "not reproduced"
+            else:
+                row["verdict"] = "untested"
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gradient(df: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus: the Elman RNN's vanishing ratio (log10) against every gated rung's, and how many gated rungs
+    keep more gradient than it."""
+    rows = []
+    for corpus, sub in df.groupby("corpus", sort=False):
+        key = sub["arch"].map(lambda a: "gru" if a in GRU_FORMS else a)
+        ratios = dict(zip(key, sub["vanishing_ratio"].map(_log10)))
+        gated = {a: ratios[a] for a in GATED if a in ratios and np.isfinite(ratios[a])}
+        row = {"corpus": corpus, "gated_of": len(gated), "elman_log10_ratio": ratios.get("rnn", np.nan)}
+        if gated:
+            row.update({"gated_min": min(gated.values()), "gated_max": max(gated.values()),
+                        "gated_names": ", ".join(RUNG[a] for a in gated)})  # fmt: skip
+        row["holds"] = sum(v > row["elman_log10_ratio"] for v in gated.values()) if "rnn" in ratios else 0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------------ findings
+
+
+def _verdict(holds: int, of: int) -> str:
+    """All hold: reproduced; at least half: partly; fewer: not reproduced; none tested: untested."""
+    if of == 0:
+        return "untested"
+    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+
+
+def _clean(row: pd.Series) -> dict:
+    return {k: v for k, v in row.items() if not (isinstance(v, float) and np.isnan(v))}
+
+
+def step_finding(r: pd.Series) -> Finding:
+    """What one step buys, or why it is untested."""
+    v = _clean(r)
+    if not r["tested"]:
+        return Finding("{corpus}: {what} ({rung} over {parent}) untested: {absent} not trained", v, "untested",
+                       "ladder-steps", r["corpus"])  # fmt: skip
+    text = "{corpus}: {what} ({rung} over {parent}) gains {gain:+.3f} nats/char"
+    if pd.notna(r.get("log10_ratio")) and pd.notna(r.get("parent_log10_ratio")):
+        text += ", log10 vanishing ratio {parent_log10_ratio:.1f} -> {log10_ratio:.1f}"
+    if pd.notna(r.get("brace")) and pd.notna(r.get("parent_brace")):
+        text += ", brace advantage {parent_brace:+.3f} -> {brace:+.3f}"
+    return Finding(text, v, r["verdict"], "ladder-steps", r["corpus"])
+
+
+def findings(df: pd.DataFrame, step_table: pd.DataFrame, grad: pd.DataFrame) -> list[Finding]:
+    """Per corpus: the steps' verdict (how many of the tested steps buy cross-entropy, which rungs are missing), the
+    gradient's reach, then what each tested step buys, the rungs' cross-entropies, a runaway state, the GRU's form.
+    An untested step has no sentence of its own: the first names the rungs missing, the steps table its verdict."""
+    out = []
+    for corpus, sub in step_table.groupby("corpus", sort=False):
+        tested = sub[sub["tested"]]
+        v = {"corpus": corpus, "missing": sub["missing"].iloc[0], "noise": sub["noise"].iloc[0],
+             "helps": int((tested["verdict"] == "reproduced").sum()), "tested": len(tested),
+             "untested": len(sub) - len(tested)}  # fmt: skip
+        if len(tested):
+            text = "{corpus}: {helps} of {tested} derivation steps lower cross-entropy by more than {noise:.3f} nats"
+            text += "; {untested} untested (not trained: {missing})" if v["untested"] else ""
+        else:
+            text = "{corpus}: every step of the derivation untested; not trained: {missing}"
+        out.append(Finding(text, v, _verdict(v["helps"], v["tested"]), "ladder-steps", corpus))
+        g = grad[grad["corpus"] == corpus].iloc[0]
+        gv = _clean(g)
+        if g["gated_of"] and pd.notna(g["elman_log10_ratio"]):
+            out.append(Finding("{corpus}: {holds} of {gated_of} gated rungs keep more gradient than Elman (log10 "
+                               "vanishing ratio {elman_log10_ratio:.1f}; {gated_names}: {gated_min:.1f} to "
+                               "{gated_max:.1f})", gv, _verdict(int(g["holds"]), int(g["gated_of"])),
+                               "ladder-gradient", corpus))  # fmt: skip
+        else:
+            gv["why"] = "no Elman RNN" if pd.isna(g["elman_log10_ratio"]) else "no gated rung"
+            out.append(Finding("{corpus}: the gradient's reach untested: {why} in this run", gv, "untested",
+                               "ladder-gradient", corpus))  # fmt: skip
+        for _, r in tested.iterrows():
+            out.append(step_finding(r))
+        rungs = df[df["corpus"] == corpus].sort_values("step")
+        values, chain = {"corpus": corpus}, []
+        for k, (_, r) in enumerate(rungs.iterrows()):
+            values[f"r{k}"], values[f"c{k}"] = r["rung"], r["ce_nats"]
+            chain.append(f"{{r{k}}} {{c{k}:.3f}}")
+        out.append(Finding("{corpus}, test cross-entropy of the rungs trained: " + ", ".join(chain) + " nats/char",
+                           values, corpus=corpus))  # fmt: skip
+        for _, r in sub.iterrows():
+            if (
+                pd.notna(r.get("state_max"))
+                and np.isfinite(r["lstm_state"])
+                and r["state_max"] > RUNAWAY * r["lstm_state"]
+            ):
+                out.append(Finding("{corpus}: the {rung}'s memory state reached {state_max:.1f} over the first "
+                                   "{state_chars} characters, over {runaway}x the LSTM's cell ({lstm_state:.2f})",
+                                   _clean(r), corpus=corpus))  # fmt: skip
+        if (df[df["corpus"] == corpus]["arch"] == "gru").any():
+            out.append(Finding("{corpus}: the GRU rung is torch's form (reset after the recurrent product), not the "
+                               "notes'", {"corpus": corpus}, corpus=corpus))  # fmt: skip
+    return out
+
+
+class Ladder(Analysis):
+    name = "ladder"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    settings = SETTINGS
+    needs = NEEDS
+    claims = (
+        Claim("ladder-steps", "Goldberg and Pitis, lecture notes (seed 004)", "each step of the derivation (CBOW, "
+              "tanh, recurrent weights, gates, the GRU's and the pseudo-LSTM's fixes, the LSTM's shadow state) "
+              "buys a better model"),
+        Claim("ladder-gradient", "Goldberg and Pitis, lecture notes (seed 004); Maini et al. (2020)", "the gated "
+              "architecture also helps the vanishing gradients problem of the simple RNN"),
+    )  # fmt: skip
+    shows = (
+        "Per measurement (test cross-entropy, largest memory state, vanishing ratio, brace advantage), every rung of "
+        "the ladder in the notes' order, each joined to the rung it is derived from; rungs not trained are gaps."
     )
-    fig.tight_layout()
-    return fig
+    deviations = (
+        "The notes' CBOW sum never forgets and grows without bound over a carried stream, so `cbow` is its leaking "
+        "mean, h = 0.99 h + 0.01 E x (a bag of recent characters); its vanishing ratio is set by the leak.",
+        "The notes leave the prototype's output open; it is tanh(s) here, as the pseudo-LSTM's: with the raw state "
+        "as output the papers' recipe diverged within a few updates, so the pseudo-LSTM's step is its reads alone.",
+        "The prototype and pseudo-LSTM have one bias per gate and candidate, as the notes write them; the LSTM and "
+        "GRUs have torch's and char-rnn's two. Budgets count every parameter.",
+        "The vanishing ratio is analyses/vanishing.py's for the memory state (c where a rung has a cell, else h) of "
+        "the top layer after training, geometric mean over seeds; the brace advantage is analyses/brace_distance.py's, "
+        "on corpora with braces only.",
+    )
+
+    def compute(self, ctx: Context) -> Result:
+        df = measure(ctx)
+        step_table, grad = steps(df), gradient(df)
+        return Result(df, findings(df, step_table, grad), tables={"steps": step_table, "gradient": grad})
+
+    def plot(self, result: Result):
+        from .ladder_plot import plot
+
+        return plot(result.table)
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """One row per corpus and rung: its cross-entropy, what the step to it buys, its vanishing ratio and braces."""
+        df = result.table
+        return pd.DataFrame({
+            "corpus": df["corpus"], "rung": df["rung"], "from": df["parent"].fillna("—"),
+            "test nats/char": df["ce_nats"].map("{:.3f}".format),
+            "gain over parent": df["gain_nats"].map(lambda g: f"{g:+.3f}" if pd.notna(g) else "—"),
+            "vanishing ratio": df["vanishing_ratio"].map(lambda r: f"{r:.2g}" if pd.notna(r) else "—"),
+            "brace advantage": df["brace_advantage"].map(lambda b: f"{b:+.3f}" if pd.notna(b) else "—"),
+        })  # fmt: skip
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        rungs = result.table[["corpus", "rung", "parent", "size", "params", "seeds", "ce_nats", "ce_std", "seed_std",
+                              "gain_nats", "memory", "state_max", "vanishing_ratio", "brace_advantage"]]  # fmt: skip
+        steps = result.tables["steps"]
+        steps = steps[[c for c in ("corpus", "what", "rung", "parent", "verdict", "gain", "noise", "parent_log10_ratio",
+                                   "log10_ratio", "parent_brace", "brace", "absent") if c in steps]]  # fmt: skip
+        return {"every rung": rungs, "every step of the derivation": steps}
 
 
-def _chain(sub: pd.DataFrame) -> str:
-    return " -> ".join(f"{r['rung']} {r['ce_nats']:.3f}" for _, r in sub.iterrows())
-
-
-def caption(df: pd.DataFrame) -> str:
-    parts = [
-        f"Every rung has the parameters of a 1-layer LSTM of width {int(df['budget'].iloc[0])} "
-        f"({int(df['layers'].iloc[0])} layer(s)); a step's gain is its parent's cross-entropy minus its own "
-        "(positive: the step helps), parents as the notes derive them."
-    ]
-    for corpus, sub in df.groupby("corpus", sort=False):
-        sub = sub.sort_values("step")
-        noise = 2 * max(sub["ce_std"].max(), sub["seed_std"].max(skipna=True) if sub["seed_std"].notna().any() else 0)
-        steps = sub[sub["gain_nats"].notna()]
-        gains = "; ".join(
-            f"{r['adds']} ({r['rung']} over {r['parent']}) {r['gain_nats']:+.3f}"
-            + (" (within noise)" if abs(r["gain_nats"]) < noise else "")
-            for _, r in steps.iterrows()
-        )
-        text = f"On {corpus} (nats/char): {_chain(sub)}. What each step buys: {gains}."
-        if len(steps):
-            best = steps.loc[steps["gain_nats"].idxmax()]
-            text += f" The largest step is {best['adds'].split(':')[0]} ({best['rung']}, {best['gain_nats']:+.3f})."
-        states = ", ".join(f"{r['rung']} {r['state_max']:,.3g}" for _, r in sub.iterrows())
-        text += (
-            f" Largest |memory state| (c, or h without a cell) over the first {int(sub['state_chars'].iloc[0]):,} "
-            f"characters of the split from a zero state: {states}."
-        )
-        lstm = sub[sub["arch"] == "lstm"]
-        runaway = sub[sub["state_max"] > 10 * lstm["state_max"].max()] if len(lstm) else sub.iloc[:0]
-        if len(runaway):
-            text += (
-                f" {' and '.join(runaway['rung'])} ran to more than ten times the LSTM's cell: the unbounded "
-                "state the notes warn of (gates that read it saturate, and it grows by up to one a step)."
-            )
-        ratios = ", ".join(f"{r['rung']} {r['vanishing_ratio']:.2g}" for _, r in sub.iterrows())
-        text += (
-            " Vanishing ratio (Maini et al., ||dL/dh_mid|| / ||dL/dh_end||: the gradient of the last character's "
-            f"loss at mid-window over its value where the loss is, after training; below 1 it has shrunk): {ratios}."
-        )
-        if sub["brace_advantage"].notna().any():
-            braces = ", ".join(f"{r['rung']} {r['brace_advantage']:+.3f}" for _, r in sub.iterrows())
-            text += f" Brace advantage over the 20-gram: {braces}."
-        missing = [rung for arch, rung, *_ in LADDER if arch != "gru" and arch not in set(sub["arch"])]
-        if not sub["arch"].isin(GRU_FORMS).any():
-            missing.append("GRU")
-        if missing:
-            text += f" Not trained here: {', '.join(missing)}."
-        if "gru" in set(sub["arch"]):
-            text += " The GRU rung is torch's form (reset after the recurrent product), not the notes'."
-        parts.append(text)
-    chars = int(df["chars_trained"].max())
-    if chars < BRIEF_TRAINING:
-        parts.append(
-            f"These models saw {chars:,} training characters, far from the papers' 50 epochs: gains between rungs "
-            "are those of briefly trained models, and the slower learners among the gated rungs are handicapped."
-        )
-    return " ".join(parts)
-
-
-def report_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The report's view: one row per rung with what it scores and what the step to it buys (the CSV keeps every
-    column; the full one is ~260 characters wide, past A4 landscape)."""
-    view = df[["corpus", "rung", "params", "seeds", "ce_nats", "ce_std", "gain_nats", "vanishing_ratio",
-               "brace_advantage"]]  # fmt: skip
-    return view.rename(columns={
-        "ce_nats": "test nats/char", "ce_std": "bootstrap std", "gain_nats": "gain over parent (nats)",
-        "vanishing_ratio": "vanishing ratio", "brace_advantage": "brace advantage",
-    })  # fmt: skip
-
-
-def summary(df: pd.DataFrame) -> str:
-    items = []
-    for corpus, sub in df.groupby("corpus", sort=False):
-        sub = sub.sort_values("step")
-        steps = sub[sub["gain_nats"].notna()]
-        best = steps.loc[steps["gain_nats"].idxmax()] if len(steps) else None
-        item = f"{corpus}: {sub.iloc[0]['rung']} {sub.iloc[0]['ce_nats']:.2f} -> {sub.iloc[-1]['rung']} "
-        item += f"{sub.iloc[-1]['ce_nats']:.2f} nats/char"
-        if best is not None:
-            item += f", largest step {best['rung']} over {best['parent']} ({best['gain_nats']:+.2f})"
-        items.append(item)
-    return "Ladder: " + "; ".join(items) + " (the notes give no numbers)"
-
-
-def notes(df: pd.DataFrame) -> list[str]:
-    return [
-        "`cbow` is the notes' CBOW sum as a leaking mean, h = 0.99 h + 0.01 E x: the plain sum never forgets and "
-        "grows without bound over a carried stream (a whole epoch). It is still a bag of characters (no weight "
-        "depends on content or mixes characters), of the last ~100 with geometric recency weights; its gradient "
-        "shrinks by exactly 0.99 a step, so its vanishing ratio is set by the leak, not learned.",
-        "The prototype and pseudo-LSTM have one bias per gate and candidate, as the notes write them; the LSTM "
-        "and GRUs have torch's and char-rnn's two. Budgets count every parameter.",
-        "The notes leave the prototype's output open; here it is tanh(s), as the pseudo-LSTM's. With the raw "
-        "state as output the papers' recipe diverged within three updates in every seed and learning rate "
-        "tried (2e-3 to 5e-4): the gates read the unbounded state, saturate, and the state then grows by one a "
-        "step, the runaway the notes warn of. With tanh(s) the runaway stays inside the state, and the "
-        "pseudo-LSTM's step over the prototype is exactly its reads through tanh.",
-        "The GRU rung is `gru-paper`, the form of the notes, of Karpathy et al. sec 3.1 and of char-rnn's GRU.lua "
-        "(reset applied to the state before the recurrent product); torch's fused `gru` stands in, and the "
-        "caption says so, only where no `gru-paper` was trained.",
-        "The vanishing ratio is that of analyses/vanishing.py for the memory state (c where a model has a cell, "
-        "else h) of the top layer, after training; across seeds its geometric mean. The brace advantage is "
-        "analyses/brace_distance.py's, mean over seeds, on corpora with braces only.",
-    ]
-
-
+ANALYSIS = Ladder()
 main = analysis_main(__name__)
 
 

@@ -11,6 +11,9 @@ Bytes are bytes: `sample_bytes` keeps each exact sample (prime included) as a Py
 (`raw_bytes(df)` reads them back); `sample` is its first `show` bytes decoded as UTF-8 with
 errors="replace" (a sample can cut a multi-byte character) and CR LF read as one line break, for
 display (the report escapes it for HTML).
+
+The section shows the headline model's sample of each corpus and the shares pooled per corpus (best and worst
+configuration); every model's sample and share is in the appendix.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import pandas as pd
 from charlm.sample import sample
 from corpora.errors import run_cli
 
-from .common import analysis_main, short_label
+from .base import Analysis, Finding, Result
+from .common import analysis_main, headline_id, short_label
 from .context import Context, Needs
 
 TITLE = "Samples from every model"
@@ -39,6 +43,7 @@ SETTINGS = {
     "seed": 1,  # the same sampling seed for every model
     "primes": {"warpeace": "The ", "linux": "static int "},  # per corpus; other corpora start from "" (uniform)
 }
+SECTION_CHARS = 240  # characters of the headline models' samples the section shows (the appendix: `show`)
 WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_']*")
 
 
@@ -47,7 +52,7 @@ def display(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\r\n", "\n")
 
 
-def compute(ctx: Context) -> pd.DataFrame:
+def measure(ctx: Context) -> pd.DataFrame:
     s = ctx.settings
     rows = []
     models = ctx.models()
@@ -86,6 +91,58 @@ def known_shares(df: pd.DataFrame) -> pd.DataFrame:
     return g.sort_values(["corpus", "share"], ascending=[True, False], ignore_index=True)
 
 
+def per_corpus(df: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus: the sampling settings, every model's words pooled (the share found in the train split), the best
+    and the worst configuration, and the headline model's share (analyses.common.headline_id)."""
+    rows = []
+    for corpus, sub in df.groupby("corpus", sort=True):
+        g = shares[(shares["corpus"] == corpus) & shares["share"].notna()]
+        words = int(sub["words"].sum())
+        row = {
+            "corpus": corpus,
+            "models": len(sub),
+            "configurations": len(g),
+            "words": words,
+            "known_words": int(sub["known_words"].sum()),
+            "temperature": sub["temperature"].iloc[0],
+            "length": int(sub["length"].iloc[0]),
+            "seed": int(sub["seed"].iloc[0]),
+            "prime": sub["prime"].iloc[0],
+        }
+        row["share"] = row["known_words"] / words if words else np.nan
+        if len(g):
+            best, worst = g.loc[g["share"].idxmax()], g.loc[g["share"].idxmin()]
+            row.update({"best": best["model"], "best_share": best["share"], "worst": worst["model"],
+                        "worst_share": worst["share"]})  # fmt: skip
+        head = sub[sub["model_id"] == sub["headline_id"].iloc[0]] if "headline_id" in sub else sub[:0]
+        if len(head) and head["words"].iloc[0] > 0:
+            row.update({"headline": head["model"].iloc[0],
+                        "headline_share": head["known_words"].iloc[0] / head["words"].iloc[0]})  # fmt: skip
+        rows.append(row)  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def findings(summary: pd.DataFrame) -> list[Finding]:
+    """Per corpus: the pooled share of known words, the best and the worst configuration, the headline model."""
+    out = []
+    for _, r in summary.iterrows():
+        v = {k: r[k] for k in r.index if not (isinstance(r[k], float) and np.isnan(r[k]))}
+        if pd.isna(r["share"]):
+            out.append(Finding("{corpus}: the samples of the {models} models hold no word", v, corpus=r["corpus"]))
+            continue
+        text = (
+            "{corpus}: {share:.0%} of the words sampled at temperature {temperature:g} occur in the train split "
+            "({models} models pooled)"
+        )
+        if "best" in v and r["best"] != r["worst"]:
+            text += ", from {worst_share:.0%} ({worst}) to {best_share:.0%} ({best})"
+        out.append(Finding(text, v, corpus=r["corpus"]))
+        if "headline" in v:
+            out.append(Finding("{corpus}: the headline {headline} writes {headline_share:.0%} known words", v,
+                               corpus=r["corpus"]))  # fmt: skip
+    return out
+
+
 def report_table(df: pd.DataFrame) -> pd.DataFrame:
     """What a reader needs beside each sample: the model, its seed, the word share; the exact bytes stay in the CSV."""
     table = df[["corpus", "model", "model_seed", "temperature", "seed", "known_words", "words", "sample"]].copy()
@@ -93,42 +150,48 @@ def report_table(df: pd.DataFrame) -> pd.DataFrame:
     return table.rename(columns={"known_words": "known_word_share", "seed": "sampling_seed"})
 
 
-def plot(df: pd.DataFrame):
-    return None  # the samples are the result; the report shows them as text
-
-
-def caption(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "No neural models to sample from."
-    first = df.iloc[0]
-    parts = [
-        f"Text sampled from each of {len(df)} neural models at temperature {first['temperature']:g} with seed "
-        f"{int(first['seed'])}, each after the same prime per corpus (char-rnn's rule: softmax(log p / T) over the "
-        f"next byte); the start of each is shown. Known words: the share of the "
-        f"words of each {int(first['length']):,}-byte sample (prime excluded) that occur in the train "
-        "split, seeds of one configuration pooled, +- its binomial std."
-    ]
-    for corpus, sub in known_shares(df).groupby("corpus"):
-        parts.append(
-            f"On {corpus}: "
-            + ", ".join(f"{r['model']} {r['share']:.0%} +- {r['std']:.0%}" for _, r in sub.iterrows())
-            + "."
-        )
-    parts.append(
-        "A sample is an illustration: the shares separate models only where they differ by several stds; the "
-        "cross-entropy sections are the measurement."
+class Samples(Analysis):
+    name = "samples"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    settings = SETTINGS
+    needs = NEEDS
+    shows = ""  # no figure: the samples are the result
+    deviations = (
+        "Karpathy's samples are chosen to illustrate; ours are one sample per model with one seed and one temperature, "
+        "so a share separates models only where they differ by several binomial stds.",
+        "A known word is a run of letters, digits, _ and ' starting with a letter or _ that occurs in the train split: "
+        "a crude measure of well-formed text, blind to grammar and to code's syntax.",
     )
-    return " ".join(parts)
+
+    def compute(self, ctx: Context) -> Result:
+        df = measure(ctx)
+        shares = known_shares(df)
+        heads = {c: headline_id(m) for c, m in ctx.models().groupby("corpus")}
+        summary = per_corpus(df.assign(headline_id=df["corpus"].map(heads)), shares)
+        return Result(df, findings(summary), tables={"shares": shares, "corpora": summary})
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """The headline model's sample on each corpus, cut to SECTION_CHARS characters, with its known-word share."""
+        df, summary = result.table, result.tables["corpora"]
+        rows = []
+        for _, r in summary.iterrows():
+            if pd.isna(r.get("headline", np.nan)):
+                continue
+            head = df[(df["corpus"] == r["corpus"]) & (df["model"] == r["headline"])].iloc[0]
+            text = head["sample"] if isinstance(head["sample"], str) else ""
+            cut = text[:SECTION_CHARS] + ("…" if len(text) > SECTION_CHARS else "")
+            rows.append({"corpus": r["corpus"], "model": r["headline"], "seed": int(head["model_seed"]),
+                         "known words": f"{r['headline_share']:.0%}", "sample (start)": cut})  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        return {"known-word share per configuration (seeds pooled, binomial std)": result.tables["shares"],
+                "every model's sample": report_table(result.table)}  # fmt: skip
 
 
-def summary(df: pd.DataFrame) -> str:
-    items = []
-    for corpus, sub in known_shares(df).groupby("corpus"):
-        items.append(f"{corpus}: " + ", ".join(f"{r['model']} {r['share']:.0%}" for _, r in sub.iterrows()))
-    t = df["temperature"].iloc[0] if not df.empty else float("nan")
-    return f"words of the samples (T = {t:g}) found in the train split: " + "; ".join(items)
-
-
+ANALYSIS = Samples()
 main = analysis_main(__name__)
 
 

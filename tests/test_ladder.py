@@ -1,16 +1,17 @@
 """The ladder analysis on hand-made models whose cross-entropies are set, with stand-ins for the vanishing ratio
-and the brace advantage (analyses/vanishing.py and analyses/brace_distance.py are other modules' work)."""
+and the brace advantage (analyses/vanishing.py and analyses/brace_distance.py are other modules' work): the rungs in
+the notes' order, each step's verdict (untested where a rung is missing), every number of a finding in the tables."""
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model, make_text
 
 from analyses import common, ladder, vanishing
 from analyses.context import Context, MissingInput, model_index
+from analyses.prose import sentence, unsupported_numbers
 from charlm.checkpoint import load_checkpoint
 from charlm.model import matched_size
 from corpora import run_cli
@@ -69,7 +70,14 @@ def train_ladder(corpus, rungs=tuple(CE), lstm_seeds=LSTM_SEEDS, split="test"):
 
 def _ctx(**settings) -> Context:
     fixed = {"budget": BUDGET, "min_braces": 5, "excerpt_chars": 40}
-    return Context(model_index(), common.settings(ladder, None, {**fixed, **settings}))
+    return Context(model_index(), common.settings(ladder.ANALYSIS, None, {**fixed, **settings}))
+
+
+def _numbers_check(result) -> None:
+    frames = [result.table, *result.tables.values()]
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 36, sentence(finding)
 
 
 def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_path, artifacts, stand_ins):
@@ -80,7 +88,8 @@ def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_
         T, V = corpus.split("test").size - 1, corpus.vocab_size
         fake_neural_model(corpus, nll=np.full(T, 0.1), arch="rnn", size=matched_size("rnn", 64, V, 1))  # other row
         fake_neural_model(corpus, nll=np.full(T, 0.1), arch="rnn", layers=2, size=matched_size("rnn", BUDGET, V, 2))
-    df = ladder.compute(_ctx())
+    result = ladder.ANALYSIS.compute(_ctx())
+    df = result.table
     for name, sub in df.groupby("corpus"):
         assert list(sub["rung"]) == ["CBOW", "CBOW-tanh", "Elman", "proto-LSTM", "GRU", "pseudo-LSTM", "LSTM"]
         assert list(sub["step"]) == list(range(7))
@@ -117,13 +126,32 @@ def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_
         with torch.no_grad():
             expected = model.trace(ids)[f"layers.0.{by.loc[arch, 'memory']}"].abs().max().item()
         assert by.loc[arch, "state_max"] == pytest.approx(expected, rel=1e-6), arch
+    # Every step tested; only recurrent weights (+0.5) beat twice the largest std (the LSTM's seed std, 0.1414):
+    # 1 of 6, not reproduced. Every gated rung keeps more gradient than Elman (1e-6).
+    steps = result.tables["steps"]
+    assert steps["tested"].all() and len(steps) == 2 * 6
+    code_steps = steps[steps["corpus"] == code.name].set_index("arch")
+    assert list(code_steps.index[code_steps["verdict"] == "reproduced"]) == ["rnn"]
+    assert (
+        code_steps.loc["lstm", "log10_ratio"] == pytest.approx(0.0) and code_steps.loc["lstm", "parent_brace"] == 0.05
+    )
+    first = {(f.claim, f.corpus): f for f in reversed(result.findings) if f.claim}
+    assert first["ladder-steps", code.name].verdict == "not reproduced"
+    assert sentence(first["ladder-steps", code.name]) == (
+        f"{code.name}: 1 of 6 derivation steps lower cross-entropy by more than 0.283 nats"
+    )
+    assert first["ladder-gradient", code.name].verdict == "reproduced"
+    step = next(sentence(f) for f in result.findings if f.corpus == code.name and "recurrent weights" in sentence(f))
+    assert step == (f"{code.name}: recurrent weights (Elman over CBOW-tanh) gains +0.500 nats/char, log10 vanishing "
+                    "ratio -3.0 -> -6.0, brace advantage -0.150 -> -0.050")  # fmt: skip
+    _numbers_check(result)
 
 
 def test_every_measurement_reads_the_ladders_split(tmp_path, artifacts, stand_ins):
     code = code_corpus(tmp_path)
     assert code.decode(code.split("val")).count(b"}") >= 5
     train_ladder(code, rungs=[a for a in CE if a != "gru"], split="val")  # no test predictions to fall back on
-    df = ladder.compute(_ctx(split="val"))
+    df = ladder.ANALYSIS.compute(_ctx(split="val")).table
     assert df.set_index("arch").loc["lstm", "ce_nats"] == pytest.approx(1.4, abs=1e-6)
     assert {c[0] for c in stand_ins} == {"vanishing", "brace"}
     assert {c[-1] for c in stand_ins} == {"val"}  # the vanishing ratio and the brace advantage too
@@ -132,56 +160,78 @@ def test_every_measurement_reads_the_ladders_split(tmp_path, artifacts, stand_in
 def test_torch_gru_stands_in_for_the_notes_gru_and_missing_rungs_are_named(tmp_path, artifacts, stand_ins):
     corpus = fake_corpus_file(tmp_path)
     train_ladder(corpus, rungs=["cbow", "rnn", "gru", "pseudo-lstm"], lstm_seeds=(1.4,))
-    df = ladder.compute(_ctx())
+    result = ladder.ANALYSIS.compute(_ctx())
+    df = result.table
     assert list(df["arch"]) == ["cbow", "rnn", "gru", "pseudo-lstm", "lstm"]
     by = df.set_index("arch")
     assert by.loc["gru", "rung"] == "GRU (torch's form)"
     assert np.isnan(by.loc["rnn", "gain_nats"]) and np.isnan(by.loc["pseudo-lstm", "gain_nats"])  # parents absent
     assert by.loc["lstm", "gain_nats"] == pytest.approx(0.2, abs=1e-6)
-    text = ladder.caption(df)
-    assert "Not trained here: CBOW-tanh, proto-LSTM." in text
-    assert "torch's form" in text
+    steps = result.tables["steps"].set_index("arch")
+    assert list(steps.index[steps["tested"]]) == ["lstm"]  # the one step whose two rungs are both there
+    assert steps.loc["gru", "verdict"] == "untested" and steps.loc["gru", "absent"] == "proto-LSTM"
+    assert steps.loc["pseudo-lstm", "absent"] == "proto-LSTM"
+    text = [sentence(f) for f in result.findings]
+    assert text[0].startswith("fake: 1 of 1 derivation steps lower cross-entropy by more than")
+    assert text[0].endswith("; 5 untested (not trained: CBOW-tanh, proto-LSTM)")
+    assert any("the GRU rung is torch's form" in t for t in text)
+    _numbers_check(result)
 
 
-def test_the_ladder_needs_the_notes_rungs_one_line_and_exit_2(tmp_path, artifacts, stand_ins, capsys):
+def test_the_papers_three_types_alone_are_a_ladder_with_every_step_untested(tmp_path, artifacts, stand_ins, capsys):
     corpus = fake_corpus_file(tmp_path)
-    train_ladder(corpus, rungs=["rnn", "gru"])  # the papers' three types only: no ladder
+    train_ladder(corpus, rungs=["rnn", "gru-paper"])  # and the LSTM: the rungs the reference profile trained first
+    result = ladder.ANALYSIS.compute(_ctx())
+    assert list(result.table["rung"]) == ["Elman", "GRU", "LSTM"]
+    assert (result.tables["steps"]["verdict"] == "untested").all()
+    claims = [f for f in result.findings if f.claim]
+    assert [(f.claim, f.verdict) for f in claims] == [("ladder-steps", "untested"), ("ladder-gradient", "reproduced")]
+    assert sentence(claims[0]) == (
+        "fake: every step of the derivation untested; not trained: CBOW, CBOW-tanh, proto-LSTM, pseudo-LSTM"
+    )
+    # Elman 1e-6; the GRU 0.2; the LSTM's seeds 0.5 and 2.0, geometric mean 1.0
+    assert sentence(claims[1]) == (
+        "fake: 2 of 2 gated rungs keep more gradient than Elman (log10 vanishing ratio -6.0; GRU, LSTM: -0.7 to 0.0)"
+    )
+    _numbers_check(result)
+    # A budget row with no rung at all is one line and exit 2.
     with pytest.raises(MissingInput, match="python -m charlm.train --corpus fake --arch ARCH") as err:
-        ladder.compute(_ctx())
-    width = matched_size("cbow", BUDGET, corpus.vocab_size, 1)
+        ladder.ANALYSIS.compute(_ctx(budget=512))
+    width = matched_size("cbow", 512, corpus.vocab_size, 1)
     assert "\n" not in str(err.value) and f"cbow {width}," in str(err.value)  # the widths of this corpus's row
-    assert run_cli(ladder.main, ["--corpus", corpus.source, "--set", f"budget={BUDGET}"]) == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "the ladder needs the notes' rungs" in lines[0]
-    # A budget row with no model at all is the same sentence.
     assert run_cli(ladder.main, ["--corpus", corpus.source, "--set", "budget=512"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "no rung of the ladder in budget row 512" in lines[0]
 
 
-def test_the_views_read_everything_from_the_cached_table(tmp_path, artifacts, stand_ins):
+def test_the_views_read_everything_from_the_cached_result(tmp_path, artifacts, stand_ins):
     import matplotlib.pyplot as plt
+
+    from analyses.base import Result
+    from analyses.ladder_plot import PANELS
+    from reports.render import table_view
 
     prose, code = fake_corpus_file(tmp_path), code_corpus(tmp_path)
     for corpus in (prose, code):
         train_ladder(corpus, rungs=[a for a in CE if a != "gru"])
-    path = tmp_path / "ladder.csv"
-    common.save_table(ladder.compute(_ctx()), path)
-    df = pd.read_csv(path)  # what the report re-reads
-    fig = ladder.plot(df)
-    assert [ax.get_ylabel() for ax in fig.axes] == [label for _, label, _ in ladder.PANELS]
+    ladder.ANALYSIS.compute(_ctx()).save(tmp_path, "ladder")
+    cached = Result.load(tmp_path, "ladder")  # what the report re-reads
+    fig = ladder.ANALYSIS.plot(cached)
+    assert [ax.get_ylabel() for ax in fig.axes] == [label for _, label, _ in PANELS]
+    assert fig.get_size_inches()[0] <= 7.5 and fig.get_size_inches()[1] <= 9.0
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()][4] == "GRU"
     assert len(fig.axes[0].lines) == 2 * (1 + 6)  # per corpus: its points, and a segment to each rung from its parent
     plt.close(fig)
-    fig = ladder.plot(df[df["corpus"] == prose.name])  # no braces anywhere: no brace panel
-    assert len(fig.axes) == 3
+    prose_only = Result(cached.table[cached.table["corpus"] == prose.name], tables=cached.tables)
+    fig = ladder.ANALYSIS.plot(prose_only)  # no braces anywhere: no brace panel
+    assert sum(ax.get_visible() for ax in fig.axes) == 3
     plt.close(fig)
-    text = ladder.caption(df)
-    assert "CBOW 2.400 -> CBOW-tanh 2.300 -> Elman 1.800" in text
-    assert "The largest step is recurrent weights (Elman, +0.500)" in text
-    assert "Brace advantage over the 20-gram" in text and "Not trained here" not in text
-    line = ladder.summary(df)
-    assert "\n" not in line and f"{prose.name}: CBOW 2.40 -> LSTM 1.40 nats/char" in line
-    assert all(isinstance(n, str) for n in ladder.notes(df))
-    from reports.render import table_view
-
-    assert table_view(df).overflows and not table_view(ladder.report_table(df)).overflows  # the PDF fits the view
-    assert ladder.report_table(df)["test nats/char"].tolist() == df["ce_nats"].tolist()
+    chain = next(sentence(f) for f in cached.findings if f.corpus == prose.name and "rungs trained" in sentence(f))
+    assert chain.startswith(
+        f"{prose.name}, test cross-entropy of the rungs trained: CBOW 2.400, CBOW-tanh 2.300, Elman"
+    )
+    _numbers_check(cached)
+    summary = ladder.ANALYSIS.summary_table(cached)
+    assert len(summary) == 14 and summary["test nats/char"].tolist()[:2] == ["2.400", "2.300"]
+    assert not table_view(summary).overflows  # the section's table fits the page
+    assert set(ladder.ANALYSIS.appendix(cached)) == {"every rung", "every step of the derivation"}

@@ -1,5 +1,6 @@
 """KenLM character n-grams: full distributions that sum to one, stream scores equal to KenLM's own, the
-right order on a Markov chain of known order, the Predictions contract, caching, and one-line errors.
+right order on a Markov chain of known order, the Predictions contract, caching, and one-line errors; and the
+analysis (analyses/ngram.py): Table 2's verdicts from the orders within its tolerance, every number in its tables.
 
 Tests that need KenLM skip without the `kenlm` module or `lmplz`; `make setup` builds both (CI has them).
 """
@@ -10,6 +11,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from charlm import ngram, predictions
@@ -301,3 +303,75 @@ def test_a_damaged_model_or_predictions_file_is_rebuilt_or_named(kenlm, capsys):
         ngram.predict(corpus, 2, progress=False, memory="64M", repair=False)
     again = ngram.predict(corpus, 2, progress=False, memory="64M", repair=True)
     np.testing.assert_array_equal(predictions.load(again).target_logp, reference)
+
+
+# ----------------------------------------------------------------------------- the analysis (Table 2)
+
+
+def _table2_ctx(**settings):
+    from analyses import common
+    from analyses import ngram as ngram_analysis
+    from analyses.context import Context, model_index
+
+    return Context(model_index(), common.settings(ngram_analysis.ANALYSIS, None, settings))
+
+
+def test_table2_verdicts_count_the_orders_within_the_tolerance(tmp_path):
+    """KenLM at Table 2's War and Peace values + 0.000, +0.005 and +0.05 (n = 1, 2, 3): 2 of 3 within 0.01, partly;
+    n-NNs at n = 1, 2 within: reproduced; the n-NN at n = 8 has no Table 2 value and is not counted."""
+    import matplotlib.pyplot as plt
+    from conftest import fake_corpus_file, fake_ngram_model, fake_nnn_model
+
+    from analyses import ngram as ngram_analysis
+    from analyses.prose import sentence, unsupported_numbers
+
+    corpus = fake_corpus_file(tmp_path, name="warpeace.txt")
+    assert corpus.name == "warpeace"
+    T = corpus.split("test").size - 1
+    for n, ce in zip((1, 2, 3), (2.399, 1.928 + 0.005, 1.521 + 0.05)):
+        fake_ngram_model(corpus, n, nll=np.full(T, ce))
+    for n, ce in zip((1, 2, 8), (2.399, 1.931 - 0.003, 1.2)):
+        fake_nnn_model(corpus, n, nll=np.full(T, ce))
+    result = ngram_analysis.ANALYSIS.compute(_table2_ctx())
+    assert list(result.table["n"]) == [1, 2, 3, 1, 2, 8]  # the tidy table: one row per baseline
+    comp = result.tables["table2"].set_index("family")
+    assert (comp.loc["ngram", "holds"], comp.loc["ngram", "of"]) == (2, 3)
+    assert (comp.loc["nnn", "holds"], comp.loc["nnn", "of"]) == (2, 2) and comp.loc["nnn", "best_n"] == 8
+    assert comp.loc["ngram", "worst_n"] == 3 and comp.loc["ngram", "worst_diff"] == pytest.approx(0.05, abs=1e-4)
+    claims = {f.claim: f for f in result.findings if f.claim}
+    assert claims["t2-kenlm"].verdict == "partly" and claims["t2-nnn"].verdict == "reproduced"
+    assert sentence(claims["t2-kenlm"]).startswith(
+        "warpeace: KenLM (n+1)-gram within 0.01 nats of Table 2 at 2 of 3 orders (mean difference +0.0183; "
+        "farthest n = 3, 1.5710 against 1.521)"
+    )
+    frames = [result.table, *result.tables.values()]
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+    assert any("contiguous splits" in sentence(f) for f in result.findings)  # the fake corpus's default split
+    summary = ngram_analysis.ANALYSIS.summary_table(result)
+    assert list(summary["within 0.01 of Table 2"]) == ["2 of 3", "2 of 2"]
+    fig = ngram_analysis.ANALYSIS.plot(result)
+    assert fig.get_size_inches()[0] <= 7.5 and fig.get_size_inches()[1] <= 9.0
+    plt.close(fig)
+    # Without n-NNs their claim is untested, and says why.
+    only = ngram_analysis.ANALYSIS.compute(_table2_ctx(families=["ngram"]))
+    untested = [f for f in only.findings if f.claim == "t2-nnn"]
+    assert [f.verdict for f in untested] == ["untested"] and "not asked for" in sentence(untested[0])
+
+
+def test_the_hidden_size_finding_names_the_order_that_chose(tmp_path):
+    from analyses.common import read_table, save_table
+    from analyses.ngram import comparisons, findings
+    from analyses.prose import sentence
+
+    nnn = pd.DataFrame({
+        "corpus": ["warpeace"] * 3 + ["linux"] * 2, "family": "nnn", "n": [1, 2, 3, 1, 3], "split": "test",
+        "splits": "charrnn", "ce_nats": [2.4, 1.93, 1.54, 2.71, 1.51], "ce_std": 0.003,
+        "hidden": [256, 256, 512, 256, 256], "hidden_grid": ["256", "256", "256/512", "256", "256/512"],
+    })  # fmt: skip
+    nnn = read_table(save_table(nnn, tmp_path / "ngram.csv"))  # as the report reads it back: "256" stays text
+    text = [sentence(f) for f in findings(comparisons(nnn), ["ngram", "nnn"]) if "validation chose" in sentence(f)]
+    assert text == [
+        "linux: validation chose 256 hidden units for the 3-NN among 256/512; the other n-NNs have 256",
+        "warpeace: validation chose 512 hidden units for the 3-NN among 256/512; the other n-NNs have 256",
+    ]

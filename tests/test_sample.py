@@ -12,6 +12,7 @@ from conftest import fake_corpus_file, fake_neural_model, random_checkpoint
 import corpora
 from analyses import common, samples
 from analyses.context import Context, model_index
+from analyses.prose import sentence, unsupported_numbers
 from charlm import ARCHS, anymodel, ngram, nnn
 from charlm import sample as sample_module
 from charlm.checkpoint import save_payload
@@ -192,8 +193,9 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
     for seed in (0, 1):
         fake_neural_model(corpus, arch="lstm", seed=seed)
     fake_neural_model(corpus, arch="gru", size=7)
-    ctx = Context(model_index(), common.settings(samples, None, {"length": 120, "show": 40}))
-    df = samples.compute(ctx)
+    ctx = Context(model_index(), common.settings(samples.ANALYSIS, None, {"length": 120, "show": 40}))
+    result = samples.ANALYSIS.compute(ctx)
+    df = result.table
     assert len(df) == 3 and set(df["prime"]) == {""}  # no prime for a corpus the settings do not name
     table = pd.read_csv(common.save_table(df, tmp_path / "samples.csv"), keep_default_na=False)
     for row, raw in zip(df.itertuples(), samples.raw_bytes(table)):
@@ -206,14 +208,33 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
     assert shares.loc["lstm L1 H8", "share"] == pytest.approx(lstm["known_words"].sum() / lstm["words"].sum())
     shown = samples.report_table(df)
     assert "sample_bytes" not in shown and shown["known_word_share"].between(0, 1).all()
-    assert samples.plot(df) is None and "temperature 0.8" in samples.caption(df) and "lstm L1 H8" in samples.summary(df)
+    assert samples.ANALYSIS.plot(result) is None
+    # Findings: the words of every model pooled per corpus, the best and the worst configuration, the headline LSTM.
+    corpus_row = result.tables["corpora"].iloc[0]
+    assert corpus_row["words"] == df["words"].sum() and corpus_row["models"] == 3
+    assert corpus_row["share"] == pytest.approx(df["known_words"].sum() / df["words"].sum())
+    assert corpus_row["headline"] == "lstm L1 H8" and corpus_row["headline_share"] == pytest.approx(
+        df[df["model_seed"] == 0].query("arch == 'lstm'")["known_words"].iloc[0]
+        / df[df["model_seed"] == 0].query("arch == 'lstm'")["words"].iloc[0]
+    )  # the headline LSTM is the lowest seed
+    text = [sentence(f) for f in result.findings]
+    assert len(text) == 2 and text[0].startswith("mb: ") and "sampled at temperature 0.8" in text[0]
+    assert text[1].startswith("mb: the headline lstm L1 H8 writes ")
+    frames = [result.table, *result.tables.values()]
+    assert all(unsupported_numbers(t, frames) == [] for t in text)
+    section = samples.ANALYSIS.summary_table(result)
+    assert (
+        list(section["model"]) == ["lstm L1 H8"] and len(section["sample (start)"].iloc[0]) <= samples.SECTION_CHARS + 1
+    )
+    appendix = samples.ANALYSIS.appendix(result)
+    assert [len(t) for t in appendix.values()] == [2, 3]  # configurations (seeds pooled), then every model
 
 
 def test_known_word_share_counts_train_words(tmp_path):
     corpus = fake_corpus_file(tmp_path, name="words.txt")
     fake_neural_model(corpus, arch="lstm")
-    ctx = Context(model_index(), common.settings(samples, None, {"length": 300}))
-    row = samples.compute(ctx).iloc[0]
+    ctx = Context(model_index(), common.settings(samples.ANALYSIS, None, {"length": 300}))
+    row = samples.ANALYSIS.compute(ctx).table.iloc[0]
     words = samples.WORD.findall(samples.raw_bytes(pd.DataFrame([row]))[0])
     train = set(corpus.decode(corpus.split("train")).split())  # make_text's words are whitespace-separated
     assert row["words"] == len(words) and row["known_words"] == sum(w in train for w in words)

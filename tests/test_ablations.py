@@ -1,0 +1,115 @@
+"""Levy et al.'s ablations: gaps in the LSTM's seed std at each depth, the verdicts per corpus and depth, a depth the
+run lacks (or an LSTM of one seed) untested, every number of a sentence in the result's tables, a legible figure."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from conftest import fake_corpus_file, fake_neural_model
+
+from analyses import ablations, common
+from analyses.context import Context, model_index
+from analyses.prose import sentence, unsupported_numbers
+
+
+def _ctx(**settings) -> Context:
+    return Context(model_index(), common.settings(ablations.ANALYSIS, None, settings))
+
+
+def _train(corpus, layers: int, size: int, lstm: list[float], others: dict[str, float]) -> None:
+    T = corpus.split("test").size - 1
+    for seed, ce in enumerate(lstm):
+        fake_neural_model(corpus, nll=np.full(T, ce), arch="lstm", layers=layers, size=size, seed=seed)
+    for arch, ce in others.items():
+        fake_neural_model(corpus, nll=np.full(T, ce), arch=arch, layers=layers, size=size)
+
+
+def _by_claim(result, corpus=None) -> dict:
+    return {f.claim: f for f in result.findings if f.claim and (corpus is None or f.corpus == corpus)}
+
+
+def test_ablation_gaps_are_measured_in_the_lstms_seed_std(tmp_path, artifacts):
+    """LSTM seeds at 2.0, 2.2, 2.4 nats: mean 2.2, std 0.2; an ablation at 2.5 is +0.3 nats = +1.5 std."""
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [2.0, 2.2, 2.4], {"lstm-srnn": 2.5, "lstm-gates": 1.9})
+    df = ablations.ANALYSIS.compute(_ctx()).table.set_index("arch")
+    assert df.loc["lstm", "seeds"] == 3
+    assert df.loc["lstm", "ce_nats"] == pytest.approx(2.2, abs=1e-6)
+    assert df.loc["lstm", "seed_std"] == pytest.approx(0.2, abs=1e-6)
+    assert df.loc["lstm-srnn", "gap_nats"] == pytest.approx(0.3, abs=1e-6)
+    assert df.loc["lstm-srnn", "gap_in_lstm_std"] == pytest.approx(1.5, abs=1e-4)
+    assert df.loc["lstm-gates", "gap_in_lstm_std"] == pytest.approx(-1.5, abs=1e-4)
+
+
+def test_two_depths_side_by_side_with_verdicts_per_depth(tmp_path, artifacts):
+    """1 layer (LSTM 2.0 +- 0.1): - S-RNN 1.95 (-0.5 std, within), - S-RNN - OUT 2.1 (+1), - S-RNN - HIDDEN 2.9 (+9),
+    - GATES 2.6 (+6): Levy's order fails for - S-RNN - OUT against the LSTM and - S-RNN - HIDDEN against - GATES,
+    which is not the worst. 2 layers (LSTM 1.8 +- 0.1): Levy's order exactly (1.7 < 1.75 < 1.8 < 1.85 < 3.0), all
+    three gated-sum ablations within 3 stds, - GATES the worst at +12 stds."""
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [1.9, 2.0, 2.1],
+           {"lstm-srnn": 1.95, "lstm-srnn-out": 2.1, "lstm-srnn-hidden": 2.9, "lstm-gates": 2.6})  # fmt: skip
+    _train(corpus, 2, 5, [1.7, 1.8, 1.9],
+           {"lstm-srnn": 1.7, "lstm-srnn-out": 1.75, "lstm-srnn-hidden": 1.85, "lstm-gates": 3.0})  # fmt: skip
+    result = ablations.ANALYSIS.compute(_ctx())
+    depths = result.tables["depths"].set_index("layers")
+    assert list(depths.index) == [1, 2] and depths["tested"].all()
+    assert depths.loc[1, "order"] == "- S-RNN < LSTM < - S-RNN - OUT < - GATES < - S-RNN - HIDDEN"
+    assert depths.loc[1, "pairs"] == 8 and depths.loc[1, "pairs_of"] == 10  # OUT/LSTM and HIDDEN/GATES swapped
+    assert depths.loc[1, "within"] == 2 and depths.loc[1, "within_names"] == "- S-RNN, - S-RNN - OUT"
+    assert depths.loc[1, "worst"] == "- S-RNN - HIDDEN" and depths.loc[1, "gates_std"] == pytest.approx(6.0)
+    assert depths.loc[2, "pairs"] == 10 and depths.loc[2, "within"] == 3
+    assert depths.loc[2, "worst"] == "- GATES" and depths.loc[2, "gates_std"] == pytest.approx(12.0)
+    claims = _by_claim(result)
+    assert claims["abl-order"].verdict == "partly"  # 18 of 20 pairs: not every one
+    assert claims["abl-gated-sum"].verdict == "partly"  # 5 of 6
+    assert claims["abl-gates"].verdict == "partly"  # beyond the noise at both depths, the worst at 2 only
+    text = sentence(claims["abl-gates"])
+    assert "+6.0 at 1 layer, behind - S-RNN - HIDDEN (+9.0)" in text and "+12.0 at 2 layers, the worst" in text
+    assert "2 of 3 at 1 layer (- S-RNN, - S-RNN - OUT); 3 of 3 at 2 layers" in sentence(claims["abl-gated-sum"])
+    ordering = [sentence(f) for f in result.findings if f.claim is None]
+    assert ordering[1].startswith("fake, 2 x 5: - S-RNN 1.700 < - S-RNN - OUT 1.750 < LSTM 1.800")
+    summary = ablations.ANALYSIS.summary_table(result)
+    assert list(summary["layers"]) == [1, 2] and list(summary["gated sum within 3 stds"]) == ["2 of 3", "3 of 3"]
+
+
+def test_levys_ordering_reproduced_and_a_missing_depth_untested(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [1.7, 1.8, 1.9],
+           {"lstm-srnn": 1.7, "lstm-srnn-out": 1.75, "lstm-srnn-hidden": 1.85, "lstm-gates": 3.0})  # fmt: skip
+    result = ablations.ANALYSIS.compute(_ctx())  # depths [1, 2]: 2 layers not trained
+    claims = _by_claim(result)
+    assert {c: f.verdict for c, f in claims.items()} == {
+        "abl-order": "reproduced", "abl-gated-sum": "reproduced", "abl-gates": "reproduced"
+    }  # fmt: skip
+    assert all("untested at 2 layers (not trained)" in sentence(f) for f in claims.values())
+    only_missing = ablations.ANALYSIS.compute(_ctx(depths=[2, 3]))
+    assert list(only_missing.tables["depths"]["layers"]) == [1, 2, 3]  # the measured depth is always shown
+    fig = ablations.ANALYSIS.plot(only_missing)
+    assert len(fig.axes) == 3 and fig.get_size_inches()[0] <= 7.5 and fig.get_size_inches()[1] <= 9.0
+    plt.close(fig)
+
+
+def test_an_lstm_of_one_seed_leaves_its_depth_untested(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [1.8], {"lstm-srnn": 1.7, "lstm-gates": 3.0})
+    result = ablations.ANALYSIS.compute(_ctx(depths=[1]))
+    assert {f.verdict for f in _by_claim(result).values()} == {"untested"}
+    assert "untested at 1 layer (the LSTM has one seed)" in sentence(_by_claim(result)["abl-order"])
+    assert "(1 LSTM seed)" in sentence(result.findings[-1])
+
+
+def test_every_number_of_every_finding_is_in_the_tables(tmp_path, artifacts):
+    for k, name in enumerate(("a.txt", "b.txt")):
+        corpus = fake_corpus_file(tmp_path, name=name, seed=k)
+        _train(corpus, 1, 8, [1.9, 2.0, 2.1], {"lstm-srnn": 1.95, "lstm-srnn-hidden": 2.9, "lstm-gates": 2.6})
+        _train(corpus, 2, 5, [1.7, 1.83], {"lstm-srnn-out": 1.75, "lstm-gates": 1.8})
+    result = ablations.ANALYSIS.compute(_ctx())
+    frames = [result.table, *result.tables.values()]
+    assert len(result.findings) == 2 * 3 + 4
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 36, sentence(finding)
+    assert ablations.ANALYSIS.paper_table()["gap_in_lstm_std"].max() == pytest.approx(236.5)
+    plt.close(ablations.ANALYSIS.plot(result))
