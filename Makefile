@@ -32,7 +32,7 @@ APT_PACKAGES    := build-essential cmake libboost-program-options-dev libboost-s
 # Added when $(PYTHON) is missing or lacks venv/ensurepip or its C headers (Python.h, for the kenlm module).
 APT_PYTHON      := python3 python3-venv python3-dev
 
-.PHONY: help setup sysdeps venv kenlm test test-slow lint bench report report-check clean distclean
+.PHONY: help setup sysdeps venv kenlm test test-slow lint bench report docs report-check clean distclean
 
 help: ## list the targets and the variables they use
 	@echo "Usage: make <target> [PROFILE=quick|standard|...]"
@@ -126,6 +126,9 @@ bench: $(SETUP_STAMP) ## run the benchmarks (python -m charlm.bench)
 
 report: $(SETUP_STAMP) ## build the HTML+PDF report for PROFILE (make report PROFILE=reference; REPORT_ARGS=--retrain)
 	$(PY) -m reports --profile $(PROFILE) $(REPORT_ARGS)
+
+docs: $(SETUP_STAMP) ## tables of our numbers in docs/ from the last report run (python -m reports.docs)
+	$(PY) -m reports.docs --profile $(PROFILE)
 
 report-check: $(SETUP_STAMP) ## render-check the built report in headless chromium for PROFILE
 	$(PY) -m reports.check --profile $(PROFILE)
