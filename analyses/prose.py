@@ -27,9 +27,9 @@ def number(value) -> str:
     other numbers to 3 decimals (the papers' precision for nats per character)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         return str(value)
-    if isinstance(value, (int, np.integer)) or float(value).is_integer() and abs(value) >= 1000:
+    if isinstance(value, (int, np.integer)) or float(value).is_integer():
         return f"{int(value):,}"
-    return f"{float(value):.3f}"
+    return f"{float(value):g}" if abs(float(value)) >= 0.01 and len(f"{float(value):g}") <= 5 else f"{value:.3f}"
 
 
 class _Formatter(string.Formatter):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, as_completed, wait
@@ -86,7 +87,8 @@ def run_graph(
     running: dict = {}
     results: dict[str, Any] = {}
     countdown = Countdown(jobs, workers)
-    bar = tqdm(total=len(jobs), desc=desc, unit="job")
+    tty = sys.stderr.isatty()  # in a log, a line every half minute rather than one a second
+    bar = tqdm(total=len(jobs), desc=desc, unit="job", mininterval=1.0 if tty else 30.0)
     try:
         while pending or running:
             for job in list(pending):
@@ -120,7 +122,7 @@ def run_graph(
                 bar.update(1)
                 if on_done is not None:
                     on_done(job, results[job.key])
-            bar.set_postfix_str(f"about {duration(countdown.left())} left", refresh=True)
+            bar.set_postfix_str(f"about {duration(countdown.left())} left", refresh=tty)
     except BaseException:
         for future in running:
             future.cancel()

@@ -97,6 +97,18 @@ def main(argv=None) -> int:
         "with its estimated seconds and how they were priced (charlm.estimate), the wall time and disk, and exit",
     )  # fmt: skip
     parser.add_argument(
+        "--adopt", metavar="MODEL.pt", action="append", default=[],
+        help="your own PyTorch character LM (a state_dict; charlm.adopt): adopted onto the suite's cells and put in "
+        "the report beside the profile's models and the corpus's baselines; needs --vocab and one --corpus",
+    )  # fmt: skip
+    parser.add_argument(
+        "--vocab", metavar="VOCAB.json", action="append", default=[],
+        help="the vocabulary of each --adopt model: a JSON list (class i's character) or a {character: index} map",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trust-pickle", action="store_true", help="an --adopt file may be a whole pickled module (runs its code)"
+    )
+    parser.add_argument(
         "--record-timings", action="store_true",
         help="after the run, keep its measured seconds as the profile's record "
         "(charlm/profiles/<profile>.timings.json), what the estimate prices runs by: `make timings`",
@@ -108,12 +120,17 @@ def main(argv=None) -> int:
     )  # fmt: skip
     args = parser.parse_args(argv)
     profile = load_profile(args.profile)
+    if len(args.adopt) != len(args.vocab):
+        parser.error(f"each --adopt needs its --vocab: {len(args.adopt)} --adopt and {len(args.vocab)} --vocab")
+    if args.adopt and (not args.corpus or len(args.corpus) != 1):
+        parser.error("--adopt needs exactly one --corpus: the text the model reads (its test split is scored)")
     if args.plan:
         print_plan(profile, *plan(profile, args))
         return 0
     options = RunOptions(
         profile, args.corpus, args.scheduler, args.workers, args.build_dir, retrain=args.retrain,
-        profile_arg=args.profile, record_timings=args.record_timings,
+        profile_arg=args.profile, record_timings=args.record_timings, adopt=list(zip(args.adopt, args.vocab)),
+        trust_pickle=args.trust_pickle,
     )  # fmt: skip
     try:
         run(options)

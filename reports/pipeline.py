@@ -27,7 +27,7 @@ import shlex
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -98,6 +98,8 @@ class RunOptions:
     profile_arg: str | None = None  # the profile as the user named it (a name or a .toml path): for the commands
     # that reproduce a failed section; None: the profile's name
     record_timings: bool = False  # keep this run's measured seconds as the profile's record (charlm.estimate)
+    adopt: list[tuple[str, str]] = field(default_factory=list)  # (MODEL.pt, VOCAB.json) to adopt (charlm.adopt)
+    trust_pickle: bool = False  # an adopted file may be a whole pickled module (--trust-pickle)
 
 
 def _versions() -> dict[str, str]:
@@ -171,6 +173,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     loaded, models, left_out = plan_left_out(
         profile, options.corpora_override, common.orders_read(profile.analyses), options.retrain
     )
+    models += adopted_models(options, loaded)
     out_dir = options.build_root / profile.name
     data_dir, log_dir = out_dir / "data", out_dir / "logs"
     shutil.rmtree(log_dir, ignore_errors=True)  # the logs say what failed in this run, not in an earlier one
@@ -179,8 +182,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         say(left_out_line(profile, left_out))
     stand_ins = [m for m in models if m.stand_in_for]
     if stand_ins:
-        say(f"{len(stand_ins)} model(s) not shipped yet are stood in for by shipped ones trained by an earlier "
-            f"stopping rule: {', '.join(f'{m.model_id} for {m.stand_in_for}' for m in stand_ins)}")  # fmt: skip
+        say(f"{len(stand_ins)} model(s) not shipped yet are stood in for by shipped ones of the same configuration "
+            f"trained by an earlier stopping rule (`python -m reports --plan` lists them)")  # fmt: skip
     env = {"CHARLM_ARTIFACTS": str(artifacts_root().resolve()), "CORPORA_DIR": str(corpora.corpora_dir().resolve())}
     workers = options.workers or profile.run.get("workers") or max(1, (os.cpu_count() or 1) // 2)
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -254,6 +257,10 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     ].copy()  # fmt: skip
     trainings["cached"] = trainings["model_id"].isin({k for k, p in problems.items() if p is None})
     trainings = trainings.sort_values(["corpus", "family", "arch", "n", "layers", "model_id"], ignore_index=True)
+    epochs = [len(ctx.metrics(r).get("epochs") or []) if r["family"] == "neural" else None
+              for _, r in ctx.index.set_index("model_id").loc[trainings["model_id"]].reset_index().iterrows()]
+    trainings["epochs"] = pd.array(epochs, dtype="Int64")  # model facts a sentence may state: from here
+    atomic.write_text(data_dir / "models.csv", trainings.to_csv(index=False))
     ctx_report = ReportContext(
         profile=profile.name,
         profile_description=profile.description,
@@ -329,6 +336,38 @@ def _model_failures(jobs: list, outcomes: dict, log_dir: Path) -> list[FailedMod
             failed.append(FailedModel(model.model_id, model.corpus.name, error_line(outcome), str(log)))
             say(f"FAILED {model.model_id}: {error_line(outcome)} (traceback: {log})")
     return failed
+
+
+def adopted_models(options: RunOptions, loaded: dict) -> list[Planned]:
+    """The user's own networks (`--adopt MODEL.pt --vocab VOCAB.json`), adopted onto the run's one corpus (written
+    to the artifacts once: its id hashes the files), as planned models of the adopted kind."""
+    if not options.adopt:
+        return []
+    from charlm import adopt
+    from charlm.checkpoint import load_payload
+    from charlm.kinds.adopted import ADOPTED
+    from charlm.model import ModelConfig
+    from corpora.errors import UserError
+
+    if len(loaded) != 1:
+        raise UserError(f"--adopt reads one corpus (--corpus TEXT), got {len(loaded)}: {', '.join(loaded)}")
+    ((arg, corpus),) = loaded.items()
+    planned = []
+    for model_path, vocab_path in options.adopt:
+        adoption = adopt.adopt(model_path, vocab_path, corpus, trust_pickle=options.trust_pickle)
+        if damage_adopted(adoption.folder):
+            adopt.write(adoption)
+        config = ModelConfig(**load_payload(adoption.folder / "checkpoint.pt")["config"])
+        say(f"adopted {model_path} as {adoption.model_id} ({config.arch}, {config.layers} x {config.size})")
+        planned.append(Planned(ADOPTED, arg, corpus, adoption.model_id, adoption.folder, config,
+                               source=Path(model_path)))  # fmt: skip
+    return planned
+
+
+def damage_adopted(folder: Path) -> bool:
+    from charlm.paths import complete_metrics
+
+    return complete_metrics(folder / "metrics.json") is None
 
 
 def run_limits(index: pd.DataFrame, standing: pd.DataFrame, stand_ins: list[Planned]) -> list[str]:

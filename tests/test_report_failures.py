@@ -10,6 +10,7 @@ characters, as a new user's own copy of a book would be. One analysis and one tr
 from __future__ import annotations
 
 import html as html_module
+import json
 import os
 import re
 import shlex
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 
 import pytest
 from conftest import cli_env, kenlm_available, make_text
@@ -291,4 +293,34 @@ def test_smoke_all_renders_on_the_shipped_war_and_peace(tmp_path):
     for name in failed:
         assert (report / "logs" / f"{name}.log").is_file() and name in proc.stderr.strip().splitlines()[-1]
     assert failed == [] and proc.returncode == 0, (failed, proc.stderr[-3000:])
+    assert_the_report_says_only_what_its_tables_hold(report)
     shutil.rmtree(work / "artifacts")
+
+
+def assert_the_report_says_only_what_its_tables_hold(report: Path) -> None:
+    """Issue 36: every sentence the report writes from a finding states only numbers (and model facts: depth,
+    characters read, epochs) that the run's own tables hold; a verdict line has at most 30 words; every figure fits
+    a page legibly; the report's PDF (the appendix aside) has at most 40 pages."""
+    from analyses.base import Finding
+    from analyses.common import read_table
+    from analyses.prose import FIRST_PAGE_WORDS, sentence, unsupported_numbers
+
+    data = report / "data"
+    tables = [read_table(p) for p in sorted(data.glob("*.csv"))]
+    assert any(p.name == "models.csv" for p in data.glob("*.csv"))
+    for path in sorted(data.glob("*.findings.json")):
+        for record in json.loads(path.read_text()):
+            finding = Finding(**record)
+            text = sentence(finding)
+            assert unsupported_numbers(text, tables) == [], (path.name, text)
+            if finding.claim:
+                assert len(text.split()) <= FIRST_PAGE_WORDS + 10, (path.name, text)
+    from PIL import Image
+
+    for png in sorted(data.glob("*.png")):
+        width, height = Image.open(png).size
+        assert height <= 1.6 * width and width <= 2400 and height <= 2400, (png.name, width, height)
+    pages = (report / "report.pdf").read_bytes().count(b"/Type /Page\n") or len(
+        re.findall(rb"/Type\s*/Page[^s]", (report / "report.pdf").read_bytes())
+    )
+    assert pages <= 40, pages
