@@ -18,7 +18,8 @@ KENLM_MAX_ORDER := 21
 # Built KenLM wheel + lmplz/build_binary, outside the repo so other checkouts (CI) reuse them.
 KENLM_CACHE     ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/charlm/kenlm-$(KENLM_VERSION)-order$(KENLM_MAX_ORDER)
 KENLM_SETUP     := charlm/kenlm_setup.py
-PROFILE         ?= quick
+# The default report: the converged models that ship with the suite (charlm/profiles/reference.toml); quick trains.
+PROFILE         ?= reference
 # Extra options of `python -m reports` (e.g. REPORT_ARGS=--retrain to train a profile's shipped models again).
 REPORT_ARGS     ?=
 REPORT_BUILD    := reports/build
@@ -32,10 +33,10 @@ APT_PACKAGES    := build-essential cmake libboost-program-options-dev libboost-s
 # Added when $(PYTHON) is missing or lacks venv/ensurepip or its C headers (Python.h, for the kenlm module).
 APT_PYTHON      := python3 python3-venv python3-dev
 
-.PHONY: help setup sysdeps venv kenlm test test-slow lint bench report docs report-check clean distclean
+.PHONY: help setup sysdeps venv kenlm test test-slow lint bench report timings docs report-check clean distclean
 
 help: ## list the targets and the variables they use
-	@echo "Usage: make <target> [PROFILE=quick|standard|...]"
+	@echo "Usage: make <target> [PROFILE=reference|quick|standard|...]"
 	@echo
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-13s %s\n", $$1, $$2}'
 	@echo
@@ -124,8 +125,12 @@ lint: $(SETUP_STAMP) ## ruff check + ruff format --check (lines of at most 120 c
 bench: $(SETUP_STAMP) ## run the benchmarks (python -m charlm.bench)
 	$(PY) -m charlm.bench
 
-report: $(SETUP_STAMP) ## build the HTML+PDF report for PROFILE (make report PROFILE=reference; REPORT_ARGS=--retrain)
+report: $(SETUP_STAMP) ## the HTML+PDF report of PROFILE (default reference: the shipped models; PROFILE=quick trains)
 	$(PY) -m reports --profile $(PROFILE) $(REPORT_ARGS)
+
+timings: $(SETUP_STAMP) ## a cold run of PROFILE (fresh artifacts and cache), kept as the record its estimate prices by
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	CHARLM_ARTIFACTS=$$d/art XDG_CACHE_HOME=$$d/cache $(PY) -m reports --profile $(PROFILE) --record-timings $(REPORT_ARGS)
 
 docs: $(SETUP_STAMP) ## tables of our numbers in docs/ from the last report run (python -m reports.docs)
 	$(PY) -m reports.docs --profile $(PROFILE)
