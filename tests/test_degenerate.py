@@ -21,13 +21,14 @@ from conftest import fake_neural_model, fake_ngram_model, fake_nnn_model, logp_r
 
 import corpora
 from analyses import common
+from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
 from charlm.model import ARCHS, matched_size
+from charlm.plan import load_profile
 from corpora import atomic
+from reports.sections import computed_section
 
-ANALYSES = sorted(
-    p.stem for p in (common.REPO / "analyses").glob("*.py") if p.stem not in ("__init__", "common", "context", "maini")
-)
+ANALYSES = sorted(load_profile("smoke-all").analyses)  # every analysis of the suite (test_pipeline checks it is)
 BUDGET = 4  # every neural model is sized to this tiny budget row (the ladder reads one row)
 NGRAM_N = (*range(1, 10), 20)  # every KenLM order an analysis reads (onion, training_dynamics: 1..9; 20)
 NNN_N = tuple(range(1, 7))
@@ -147,20 +148,19 @@ def _one_line(text: str) -> bool:
 def test_every_analysis_returns_a_table_or_one_line_on_degenerate_models(case, name, monkeypatch, tmp_path):
     label, artifacts = case
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(artifacts))
-    module = common.load_analysis(name)
-    ctx = Context(model_index(artifacts), common.settings(module, None, SMALL.get(name, {})), say=lambda _: None)
+    analysis = common.load_analysis(name)
+    ctx = Context(model_index(artifacts), common.settings(analysis, None, SMALL.get(name, {})), say=lambda _: None)
     try:
-        df = common.run_module(module, ctx)
+        result = common.run_analysis(analysis, ctx)
     except MissingInput as err:
         assert _one_line(str(err)), f"{name} on {label}: not one line: {err!r}"
         return
-    assert isinstance(df, pd.DataFrame) and not df.empty, f"{name} on {label}: an empty table, no reason given"
-    figure = module.plot(df)
+    assert isinstance(result.table, pd.DataFrame) and not result.table.empty, f"{name} on {label}: an empty table"
+    result.save(tmp_path, name)
+    back = Result.load(tmp_path, name)  # what the report's section reads when the analysis is cached
+    figure = analysis.plot(back)
     if figure is not None:
         common.save_figure(figure, tmp_path / f"{name}.png")
     plt.close("all")
-    back = common.read_table(common.save_table(df, tmp_path / f"{name}.csv"))  # what the report's section reads
-    assert isinstance(module.caption(back), str) and module.caption(back).strip()
-    for view in ("summary", "notes", "report_table", "with_paper", "report_html"):
-        if hasattr(module, view):
-            getattr(module, view)(back)
+    section = computed_section(analysis, back, None)
+    assert section.title and all(isinstance(f, str) and f.strip() for f in section.findings)

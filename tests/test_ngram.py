@@ -183,6 +183,18 @@ def test_distributions_sum_to_one_and_follow_the_contract(kenlm):
     assert metrics["complete"] is True and metrics["scoring"]["test"]["positions"] == test.size - 1
 
 
+def test_the_trie_of_the_large_orders_gives_the_probing_tables_numbers_bit_for_bit(kenlm, monkeypatch):
+    """The 20-gram is stored as KenLM's trie (half the disk of probing): its Predictions are those of probing."""
+    corpus = small_corpus()
+    probing = predictions.load(ngram.predict(corpus, 4, split="test", progress=False, memory="64M"))
+    monkeypatch.setattr(ngram, "TRIE_FROM", 4)
+    folder = ngram.build(corpus, 4, progress=False, memory="64M")
+    assert (folder / "model.trie").is_file() and ngram.damage(folder) is None
+    trie = predictions.load(ngram.predict(corpus, 4, split="test", progress=False, memory="64M"))
+    np.testing.assert_array_equal(trie.target_logp, probing.target_logp)
+    np.testing.assert_array_equal(trie.logp, probing.logp)
+
+
 def test_stream_scores_equal_kenlms_own_scores(kenlm):
     corpus = small_corpus()
     folder = ngram.build(corpus, 4, progress=False, memory="64M")

@@ -62,7 +62,7 @@ class NGram(ModelKind):
             "size": metrics.get("best_hidden"),
             "seed": None,
             "group_id": metrics.get("group_id") or metrics.get("model_id"),
-            "recipe": config_hash({"kenlm": metrics.get("kenlm"), "corpus_key": key}),
+            "recipe": config_hash({"kenlm": _probabilities(metrics.get("kenlm")), "corpus_key": key}),
             "snapshots": 0,
         }
 
@@ -74,7 +74,7 @@ class NGram(ModelKind):
     def owns(self, folder, metrics, payload_kind) -> bool:
         from .. import ngram
 
-        return metrics.get("kind") == "ngram" or (folder is not None and (folder / ngram.BINARY_NAME).exists())
+        return metrics.get("kind") == "ngram" or (folder is not None and ngram.binary_path(folder).exists())
 
     def load(self, path: Path, metrics: dict):
         from corpora.errors import UserError
@@ -101,6 +101,11 @@ class NGram(ModelKind):
 
     def model_description(self, model) -> str:
         return f"KenLM n-gram n = {model.meta.get('n', '?')}"
+
+
+def _probabilities(settings: dict | None) -> dict | None:
+    """The KenLM settings that decide its probabilities (the binary's structure does not: a recipe ignores it)."""
+    return None if settings is None else {k: v for k, v in settings.items() if k != "structure"}
 
 
 def build_job(corpus: str, n: int, env: dict, threads: int, splits: str) -> str:
