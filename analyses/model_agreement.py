@@ -16,7 +16,7 @@ Every model, recurrent or baseline (KenLM n-grams, n-NNs), is read at the same f
   agreement heatmap and the table (`--set embed_baselines=true` embeds them too).
 
 Two models with identical predictions have distance 0 and agreement 1 either way, so they sit together. The
-captions compare types by architecture: the GRU is either form (`gru-paper`, the papers', when both are there),
+findings compare types by architecture: the GRU is either form (`gru-paper`, the papers', when both are there),
 twice over:
 
 - within one budget row, the mean agreement of each pair of types (`type_agreement`);
@@ -30,18 +30,19 @@ from __future__ import annotations
 
 import sys
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from sklearn.manifold import TSNE
 
 from charlm.model import ARCH_LABELS
 from charlm.predictions import sample_positions
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, report_order, style
+from .base import Analysis, Claim, Finding, Result
+from .common import analysis_main, report_order
 from .context import Context, Needs
+from .model_agreement_plot import TYPE_LABELS
+from .model_agreement_plot import plot as draw
 
 TITLE = "Model agreement and a t-SNE of models"
 QUESTION = "Which models make the same predictions: do the LSTM and the GRU agree, and do RNNs form their own cluster?"
@@ -58,8 +59,7 @@ SETTINGS = {
     "seed": 0,  # t-SNE random state
 }
 DISTANCES = ("disagreement", "hellinger")
-GRU_FORMS = ("gru-paper", "gru")  # the GRU a caption compares, in order of preference (the papers' form first)
-TYPE_LABELS = {**ARCH_LABELS, "ngram": "n-gram (KenLM)", "nnn": "n-NN"}
+GRU_FORMS = ("gru-paper", "gru")  # the GRU the findings compare, in order of preference (the papers' form first)
 IDENTICAL = 1e-6  # a distance this small is two copies of the same predictions (float16 resolution is 5e-4)
 CHUNK = 2_000  # positions per block of the Hellinger Gram matrix (bounds memory for many models)
 
@@ -189,11 +189,6 @@ def per_model(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index().drop(columns="model_id")
 
 
-def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """The report's table: one row per model (the full pairwise table is the CSV); the paper gives no numbers."""
-    return per_model(df)
-
-
 def type_agreement(df: pd.DataFrame) -> pd.DataFrame:
     """Mean agreement between the recurrent models of two architectures within one budget row (distinct models only).
 
@@ -209,7 +204,7 @@ PAPER_TYPES = ("lstm", "rnn", *GRU_FORMS)  # the types of Fig 1 right
 
 
 def _reference_budget(df: pd.DataFrame, corpus: str) -> float | None:
-    """The budget row the caption compares types in: the one with most of the paper's types, LSTM, GRU (either
+    """The budget row the findings compare types in: the one with most of the paper's types, LSTM, GRU (either
     form) and RNN (the largest on ties); -1 stands for models sized to no row."""
     neural = df[(df["corpus"] == corpus) & (df["family"] == "neural")].drop_duplicates("model_id")
     if neural.empty:
@@ -222,7 +217,7 @@ def _reference_budget(df: pd.DataFrame, corpus: str) -> float | None:
 
 
 def _gru(table: pd.DataFrame, corpus: str, budget: float | None) -> str | None:
-    """The GRU the caption compares in a budget row: the papers' form when there, else torch's; None without one."""
+    """The GRU the findings compare in a budget row: the papers' form when there, else torch's; None without one."""
     here = set(table.loc[(table["corpus"] == corpus) & (table["budget"] == budget), "arch"])
     return next((g for g in GRU_FORMS if g in here), None)
 
@@ -295,206 +290,152 @@ def clusters(df: pd.DataFrame, corpus: str) -> dict | None:
     return out
 
 
-def plot(df: pd.DataFrame):
-    style()
-    corpora_ = list(dict.fromkeys(df["corpus"]))
-    fig, axes = plt.subplots(len(corpora_), 2, figsize=(15, 6.6 * len(corpora_)), squeeze=False,
-                             gridspec_kw={"width_ratios": [1, 1.15]})  # fmt: skip
-    types = list(dict.fromkeys(TYPE_LABELS[k] for k in TYPE_LABELS if TYPE_LABELS[k] in set(df["type"])))
-    colours = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]  # tab10 without its grey
-    palette = dict(zip(types, colours * 2))
-    markers = {0: "X", 1: "o", 2: "s", 3: "^"}
-    for (ax, heat), corpus in zip(axes, corpora_):
-        sub = df[df["corpus"] == corpus]
-        everyone = sub.drop_duplicates("model_id")
-        models = everyone[everyone["embedded"]].copy()  # the baselines left out of the embedding: heatmap only
-        largest = models["budget"].max()  # marker area grows with the budget; baselines get a small fixed one
-        models["point"] = (60 + 220 * models["budget"] / largest).fillna(50.0)
-        models["depth"] = models["layers"].map(lambda l: "baseline" if l == 0 else f"{l} layer{'s' * (l > 1)}")
-        for (kind, depth), group in models.groupby(["type", "layers"]):
-            ax.scatter(
-                group["tsne_x"], group["tsne_y"], s=group["point"], c=[palette[kind]], marker=markers.get(depth, "D"),
-                edgecolor="black", linewidth=0.4, alpha=0.85,
-            )  # fmt: skip
-        for _, r in models.iterrows():
-            ax.annotate(r["label"], (r["tsne_x"], r["tsne_y"]), fontsize=6.5, xytext=(3, 3), textcoords="offset points")
-        handles = [
-            plt.Line2D([], [], ls="", marker="o", color=palette[t], label=t) for t in types if t in set(models["type"])
-        ]
-        depths = models.drop_duplicates("layers").sort_values("layers")[["layers", "depth"]].to_numpy()
-        handles += [plt.Line2D([], [], ls="", marker=markers.get(d, "D"), color="grey", label=lab) for d, lab in depths]
-        ax.legend(handles=handles, fontsize=7, loc="best", title="type / depth (size: budget)", title_fontsize=7)
-        what = "models" if len(models) == len(everyone) else "recurrent models"
-        ax.set_title(f"{corpus}: t-SNE of {what} ({models['embedded_by'].iloc[0]} distance, "
-                     f"{int(models['positions'].iloc[0]):,} test positions)")  # fmt: skip
-        ax.set_xlabel("t-SNE 1")
-        ax.set_ylabel("t-SNE 2")
-        order = list(everyone["label"])  # recurrent nets first, then the baselines
-        grid = sub.pivot(index="label", columns="other_label", values="agreement").loc[order, order]
-        low = np.floor(10 * sub["agreement"].min()) / 10  # the colours span the agreements there are
-        sns.heatmap(grid, ax=heat, cmap="viridis", vmin=low, vmax=1, square=True, xticklabels=True, yticklabels=True,
-                    cbar_kws={"label": "argmax agreement (fraction of positions)", "shrink": 0.7})  # fmt: skip
-        heat.tick_params(labelsize=6)
-        heat.set_xlabel("")
-        heat.set_ylabel("")
-        heat.set_title(f"{corpus}: pairwise agreement on the most likely next character")
-    fig.tight_layout()
-    return fig
-
-
 def _pair(table: pd.DataFrame, corpus: str, budget: float | None, a: str | None, b: str | None) -> float | None:
     hit = table[(table["corpus"] == corpus) & (table["budget"] == budget) & (table["arch"] == a)
                 & (table["other_arch"] == b)]  # fmt: skip
     return float(hit["agreement"].iloc[0]) if len(hit) else None
 
 
-def _type_sentence(df: pd.DataFrame, types: pd.DataFrame, corpus: str) -> str:
-    """The paper's claim tested in one budget row: are the LSTM and GRU closer to each other than to the RNN?"""
-    budget = _reference_budget(df, corpus)
-    gru = _gru(types, corpus, budget)
-    lstm_gru, lstm_rnn, gru_rnn = (
-        _pair(types, corpus, budget, *p) for p in (("lstm", gru), ("lstm", "rnn"), (gru, "rnn"))
-    )
-    if None in (lstm_gru, lstm_rnn, gru_rnn):
-        return ""
-    name = ARCH_LABELS[gru]
-    closer = lstm_gru > max(lstm_rnn, gru_rnn)
-    seeds = _pair(types, corpus, budget, "lstm", "lstm")
-    text = (
-        (f", in the {budget:.0f} budget row" if budget > 0 else ", among models of no budget row")
-        + f" the LSTM and the {name} agree on the most likely character at {100 * lstm_gru:.1f} % of positions, "
-        f"the LSTM and RNN at {100 * lstm_rnn:.1f} %, the {name} and RNN at {100 * gru_rnn:.1f} %"
-        + (f" (LSTM seeds with each other: {100 * seeds:.1f} %)" if seeds is not None else "")
-        + ": LSTM and GRU are "
-        + (
-            "closer to each other than either is to the RNN, as in the paper"
-            if closer
-            else "not closer to each other than to the RNN, unlike the paper"
-        )  # fmt: skip
-        + " (paper: LSTM and GRU similar, RNNs their own cluster)"
-    )
-    margin = lstm_gru - max(lstm_rnn, gru_rnn)
-    if closer and margin < 0.05:  # under 5 points: a faint separation, said as such
-        text += (
-            f", but by only {100 * margin:+.1f} points over the closer RNN pair: the paper's clusters show faintly at "
-            "most"
-        )
-    return text
+# ------------------------------------------------------------------------------------- findings
+
+FAINT = 0.05  # LSTM and GRU closer to each other than to the RNN by less than this: a faint separation (5 points)
 
 
-def _cluster_sentence(df: pd.DataFrame, corpus: str) -> str:
-    """The paper's reading of Fig 1 right checked across the whole population (every depth and size, not one budget
-    row): do the RNNs have RNNs as nearest neighbours, and the LSTMs and GRUs each other? Empty when `clusters`
-    cannot say (fewer than 2 RNNs or 2 gated models, or no LSTM or no GRU)."""
-    c = clusters(df, corpus)
-    if c is None:
-        return ""
-    rnns, gated = c["rnn_together"], c["gated_together"]
-    verdict = (
-        "this supports the paper's description"
-        if rnns and gated
-        else "this supports only the RNN half of the paper's description, not the LSTM and GRU together"
-        if rnns
-        else "this supports only the LSTM and GRU half of the paper's description, not the RNNs' own cluster"
-        if gated
-        else "this does not support the paper's description"
-    )
-    within = min(c["rnn_rnn"], c["gated_gated"]) > c["rnn_gated"]
-    return (
-        f"Across every RNN, LSTM and GRU of {corpus}, at every depth and size (as Fig 1 right; Levy's ablations and "
-        "the baselines left out), by nearest neighbour in agreement (the other model with the highest agreement, "
-        "read from the agreement matrix, not from the t-SNE map, which distorts distances): "
-        f"{c['rnn_own']} of {c['rnns']} RNNs have an RNN as nearest neighbour and {c['gated_own']} of {c['gated']} "
-        f"LSTMs and GRUs have an LSTM or GRU (a neighbour drawn at random would be of the model's group at "
-        f"{100 * c['rnn_chance']:.0f} % and {100 * c['gated_chance']:.0f} %); {verdict} (RNNs their own cluster, "
-        "LSTM and GRU together). "
-        f"On average an RNN agrees with the other RNNs at {100 * c['rnn_rnn']:.1f} % and with the LSTMs and GRUs at "
-        f"{100 * c['rnn_gated']:.1f} %, an LSTM or GRU with the other LSTMs and GRUs at {100 * c['gated_gated']:.1f} "
-        "%: "
-        + (
-            "each group agrees more within itself than across, as two clusters would."
-            if within
-            else "unlike two clusters, the groups do not each agree more within themselves than across."
-        )
-    )
-
-
-def caption(df: pd.DataFrame) -> str:
-    parts = []
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per corpus: in its reference budget row, the agreement of each pair of Fig 1's types; across Fig 1's
+    population, the nearest-neighbour counts and the mean agreement within and across the RNNs and the gated
+    networks; the baseline closest to a recurrent net. Every number a finding states is here."""
     types = type_agreement(df)
+    rows = []
     for corpus, sub in df.groupby("corpus", sort=False):
-        n_models = sub["model_id"].nunique()
-        text = f"On {corpus} ({n_models} models, {int(sub['positions'].iloc[0]):,} test positions)"
-        text += _type_sentence(df, types, corpus)
-        models = per_model(sub)
-        neural = models[models["layers"] > 0]
-        if len(neural):
-            grams = sub[(sub["family"] != "neural") & (sub["other_type"].isin(neural["type"]))]
-            best = grams.loc[grams["agreement"].idxmax()] if len(grams) else None
-            if best is not None:
-                text += (f"; the baseline closest to a recurrent model is the {best['label']} "
-                         f"({100 * best['agreement']:.1f} % agreement with {best['other_label']})")  # fmt: skip
-        parts.append(text + ".")
-        if cluster := _cluster_sentence(df, corpus):
-            parts.append(cluster)
-    how = (
-        "1 - argmax agreement, as in the paper's sec 4.1"
-        if df["embedded_by"].iloc[0] == "disagreement"
-        else "the models' root-mean-square Hellinger distances between predictive distributions"
-    )
-    baselines = df.drop_duplicates(["corpus", "model_id"])
-    baselines = baselines[baselines["family"] != "neural"]
-    parts.append(
-        f"The embedding is a t-SNE of {how} (perplexity lowered to a third of the models when there are few); its "
-        "axes have no units and only neighbourhoods mean something."
-        + (
-            ""
-            if baselines.empty
-            else " The n-gram and n-NN baselines are embedded with them."
-            if baselines["embedded"].all()
-            else " As in the paper, it holds the recurrent nets only: the baselines are in the agreement heatmap "
-            "and the table."
-        )
-    )
-    return " ".join(parts)
-
-
-def summary(df: pd.DataFrame) -> str:
-    types = type_agreement(df)
-    items = []
-    for corpus in dict.fromkeys(df["corpus"]):
+        row = {"corpus": corpus, "models": sub["model_id"].nunique(), "positions": int(sub["positions"].iloc[0]),
+               "neural": sub.loc[sub["family"] == "neural", "model_id"].nunique(), "faint": FAINT}  # fmt: skip
         budget = _reference_budget(df, corpus)
         gru = _gru(types, corpus, budget)
-        lg, lr = (_pair(types, corpus, budget, "lstm", other) for other in (gru, "rnn"))
-        said = []
-        if lg is not None and lr is not None:
-            said.append(f"LSTM-{ARCH_LABELS[gru]} agreement {100 * lg:.1f} %, LSTM-RNN {100 * lr:.1f} %")
-        if c := clusters(df, corpus):
-            said.append(f"nearest neighbour of {c['rnn_own']}/{c['rnns']} RNNs an RNN, of {c['gated_own']}/"
-                        f"{c['gated']} LSTMs and GRUs an LSTM or GRU")  # fmt: skip
-        if said:
-            items.append(f"{corpus}: " + ", ".join(said))
-    return "; ".join(items) + " (paper: LSTM and GRU similar, RNNs apart)" if items else ""
+        pairs = {"lstm_gru": ("lstm", gru), "lstm_rnn": ("lstm", "rnn"), "gru_rnn": (gru, "rnn"),
+                 "lstm_lstm": ("lstm", "lstm")}  # fmt: skip
+        found = {k: _pair(types, corpus, budget, *p) for k, p in pairs.items()}
+        if None not in (found["lstm_gru"], found["lstm_rnn"], found["gru_rnn"]):
+            row |= {"budget": budget, "gru": ARCH_LABELS[gru], **{k: v for k, v in found.items() if v is not None},
+                    "margin": found["lstm_gru"] - max(found["lstm_rnn"], found["gru_rnn"])}  # fmt: skip
+        if (c := clusters(df, corpus)) is not None:
+            row |= c
+        grams = sub[(sub["family"] != "neural") & (sub["other_type"].isin(sub.loc[sub["family"] == "neural", "type"]))]
+        grams = grams[grams["other_id"].isin(sub.loc[sub["family"] == "neural", "model_id"])]
+        if len(grams):
+            best = grams.loc[grams["agreement"].idxmax()]
+            row |= {"baseline": best["label"], "baseline_agreement": best["agreement"],
+                    "baseline_with": best["other_label"]}  # fmt: skip
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def notes(df: pd.DataFrame) -> list[str]:
-    out = [
-        "Distributions are stored in float16 (charlm.predictions): the Hellinger distances carry a relative error "
-        "of about 2^-11; argmaxes and agreements are exact.",
-        "The paper's figure holds the RNN, GRU and LSTM of every depth and budget on War and Peace; ours holds every "
-        "recurrent net of this profile (Levy's ablations too), one embedding per corpus"
-        + (
-            ", and the baselines."
-            if df.loc[df["family"] != "neural", "embedded"].all()
-            else "; the n-gram and n-NN "
-            "baselines are in the heatmap and the table, not in the embedding (`--set embed_baselines=true`)."
-        ),
-    ]
-    if df["layers"].max() <= 1:
-        out.append("All recurrent models here have one layer, so the marker (depth) does not vary among them.")
+def _values(s: pd.Series) -> dict:
+    return {k: v for k, v in s.items() if not (isinstance(v, float) and np.isnan(v))}
+
+
+def findings(summ: pd.DataFrame) -> list[Finding]:
+    """Per corpus: Fig 1 right's two readings (the claims), then what the paper did not ask."""
+    out = []
+    for _, s in summ.iterrows():
+        v, corpus = _values(s), s["corpus"]
+        if "lstm_gru" in v:
+            # reproduced when the LSTM and GRU agree more with each other than either with the RNN by at least
+            # FAINT; partly when by less (a faint separation); not reproduced when they are not closer
+            verdict = "reproduced" if s["margin"] >= FAINT else "partly" if s["margin"] > 0 else "not reproduced"
+            row = "{budget} budget row" if s["budget"] > 0 else "models of no budget row"
+            out.append(Finding(
+                "{corpus}, " + row + ": argmax agreement LSTM–{gru} {lstm_gru:.1%}, LSTM–RNN {lstm_rnn:.1%}, "
+                "{gru}–RNN {gru_rnn:.1%}; the paper: LSTM and GRU alike",
+                v, verdict, "ma-fig1-lstm-gru", corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: no budget row holds an LSTM, a GRU and an RNN to compare", v, "untested",
+                               "ma-fig1-lstm-gru", corpus))  # fmt: skip
+        if "rnn_own" in v:
+            # reproduced when most RNNs (and more than chance) have an RNN as nearest neighbour and the RNNs agree
+            # more with each other than with the gated networks; partly when one of the two holds
+            holds = int(bool(s["rnn_together"])) + int(s["rnn_rnn"] > s["rnn_gated"])
+            verdict = ("not reproduced", "partly", "reproduced")[holds]
+            out.append(Finding(
+                "{corpus}: {rnn_own} of {rnns} RNNs have an RNN as nearest neighbour (chance {rnn_chance:.0%}); "
+                "RNNs agree {rnn_rnn:.1%} among themselves, {rnn_gated:.1%} with LSTMs and GRUs",
+                v, verdict, "ma-fig1-rnn-cluster", corpus))  # fmt: skip
+            out.append(Finding(
+                "{corpus}: {gated_own} of {gated} LSTMs and GRUs have an LSTM or GRU as nearest neighbour (chance "
+                "{gated_chance:.0%}); they agree {gated_gated:.1%} among themselves", v, corpus=corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: too few RNNs, LSTMs or GRUs (two of each group, an LSTM and a GRU) to "
+                               "count neighbours", v, "untested", "ma-fig1-rnn-cluster", corpus))  # fmt: skip
+        if "lstm_lstm" in v and "lstm_gru" in v:
+            out.append(Finding(
+                "{corpus}: LSTMs of the {budget} row agree with each other on {lstm_lstm:.1%}; the LSTM and "
+                "{gru} on {lstm_gru:.1%}" if s["budget"] > 0 else
+                "{corpus}: LSTMs agree with each other on {lstm_lstm:.1%}; the LSTM and {gru} on {lstm_gru:.1%}",
+                v, corpus=corpus))  # fmt: skip
+        if "baseline" in v:
+            out.append(Finding(
+                "{corpus}: the baseline closest to a recurrent net is the {baseline}, agreeing with {baseline_with} "
+                "on {baseline_agreement:.1%}", v, corpus=corpus))  # fmt: skip
     return out
 
 
+class ModelAgreement(Analysis):
+    name = "model_agreement"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    needs = NEEDS
+    settings = SETTINGS
+    claims = (
+        Claim("ma-fig1-lstm-gru", "Karpathy et al. (2016) sec 4.1, Fig 1 right",
+              "the LSTM and the GRU make similar predictions (agreement on the most likely character)"),
+        Claim("ma-fig1-rnn-cluster", "Karpathy et al. (2016) sec 4.1, Fig 1 right", "the RNNs form their own cluster"),
+    )  # fmt: skip
+    shows = (
+        "Fig 1 right: a t-SNE of the recurrent models from how often two models agree on the most likely next "
+        "character (colour: type, size: budget row, marker: depth), beside the mean agreement between types."
+    )
+    deviations = (
+        "Agreement is counted at the fixed sample of test positions whose full distributions every model stores "
+        "(evenly spaced blocks of consecutive positions), not at every test position.",
+        "Nearest neighbours are read from the agreement matrix, not from the t-SNE map, whose distances t-SNE "
+        "distorts; the t-SNE's perplexity is lowered to a third of the models when there are few.",
+        "The embedding holds every recurrent net of the profile (Levy's ablations too), one per corpus; the n-gram and "
+        "n-NN baselines are compared in the heatmap and the tables, not embedded (`--set embed_baselines=true`).",
+        "Types are compared within one budget row (the one with most of Fig 1's types), so a model of another size "
+        "does not dilute the LSTM-GRU comparison; the cluster counts take every depth and size, as Fig 1 right.",
+    )
+
+    def compute(self, ctx: Context) -> Result:
+        df = compute(ctx)
+        summ = summary(df)
+        return Result(df, findings(summ), tables={"summary": summ})
+
+    def plot(self, result: Result):
+        return draw(result.table)
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """Per corpus: the agreement of Fig 1's types in the reference row and the nearest-neighbour counts."""
+        s = result.tables["summary"]
+        pct = lambda col: (100 * s[col]).round(1) if col in s else np.nan  # noqa: E731
+        count = lambda own, of: [
+            f"{int(a)} of {int(b)}" if pd.notna(a) else "—"
+            for a, b in zip(s.get(own, pd.Series(np.nan, s.index)), s.get(of, pd.Series(np.nan, s.index)))  # noqa: E731
+        ]
+        return pd.DataFrame({
+            "corpus": s["corpus"],
+            "budget row": [f"{int(b)}" if pd.notna(b) and b > 0 else "—"
+                           for b in s.get("budget", pd.Series(np.nan, s.index))],
+            "LSTM–GRU %": pct("lstm_gru"), "LSTM–RNN %": pct("lstm_rnn"), "GRU–RNN %": pct("gru_rnn"),
+            "LSTM–LSTM %": pct("lstm_lstm"), "RNNs with an RNN neighbour": count("rnn_own", "rnns"),
+            "LSTMs/GRUs with a gated neighbour": count("gated_own", "gated"),
+        })  # fmt: skip
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        return {"every model: its t-SNE point and the model it agrees with most": per_model(result.table)}
+
+
+ANALYSIS = ModelAgreement()
 main = analysis_main(__name__)
 
 

@@ -1,8 +1,7 @@
-"""brace_distance: the C brace matcher on hand-written code, advantages known by construction, bad input."""
+"""brace_distance: the C brace matcher on hand-written code, advantages known by construction, the findings and their
+verdicts, bad input."""
 
 from __future__ import annotations
-
-import io
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,7 +11,9 @@ from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
 
 import corpora
 from analyses import brace_distance, common
+from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
+from analyses.prose import sentence, unsupported_numbers
 from corpora import run_cli
 
 HAND_WRITTEN = b"""int f(void) {            /* a { in a comment */
@@ -109,7 +110,7 @@ def _p_at_braces(corpus, pairs, p_brace, p_elsewhere: float) -> np.ndarray:
     return p
 
 
-def test_a_model_perfect_on_braces_wins_by_one_minus_the_20grams_probability(c_corpus):
+def test_a_model_perfect_on_braces_wins_by_one_minus_the_20grams_probability(c_corpus, tmp_path):
     corpus, pairs = c_corpus
     distance = np.array([c - o for o, c in pairs])
     p_model = np.minimum(distance / 300, 0.95)  # better the farther: a known curve
@@ -140,14 +141,58 @@ def test_a_model_perfect_on_braces_wins_by_one_minus_the_20grams_probability(c_c
         p_model[far].mean() - 0.3, abs=1e-5
     )
 
-    again = pd.read_csv(io.StringIO(df.to_csv(index=False)))  # the pipeline re-reads the table from CSV
-    text = brace_distance.caption(again)
-    assert "an advantage of +0.700" in text and "2 whose '{' lies before the split are dropped" in text
-    assert "lstm L1 H8 +0.700" in text
-    assert brace_distance.summary(again).startswith("kernel: lstm L1 H8 p('}') 1.00 vs 20-gram 0.30")
-    table = brace_distance.with_paper(again)
-    assert len(table) == lstm.shape[0] and table["lstm L1 H8"].str.startswith("+0.700").all()
-    plt.close(brace_distance.plot(again))
+    result = brace_distance.ANALYSIS.compute(ctx)
+    pd.testing.assert_frame_equal(result.table, df)
+    result.save(tmp_path, "brace_distance")
+    result = Result.load(tmp_path, "brace_distance")  # what the report reads back
+    s = result.tables["summary"].set_index("model").loc["lstm L1 H8"]
+    assert s["advantage"] == pytest.approx(0.7, abs=1e-5) and s["unmatched"] == 2 and s["matched"] == len(pairs)
+    assert s["ahead"] == s["buckets"] == s["ci_above"]
+    verdicts = {f.claim: f.verdict for f in result.findings if f.claim}
+    assert verdicts["bd-fig5-ahead"] == "reproduced"  # ahead by 0.7 at every distance
+    # two buckets below 60 here: too few for a trend, so the rise to 60 is untested
+    s_near = result.tables["summary"].iloc[0]
+    assert s_near["near_buckets"] == 2 and verdicts["bd-fig5-grows"] == "untested"
+    assert s_near["rho_far"] == 0  # a constant advantage beyond 60: no trend
+    texts = [sentence(f) for f in result.findings]
+    assert any("2 closing braces whose '{' lies before the split are dropped" in t for t in texts)
+    assert any("the lstm L1 H8 gives p('}') 1.000 against the 20-gram's 0.300" in t for t in texts)
+    table = brace_distance.ANALYSIS.summary_table(result)
+    assert len(table) == lstm.shape[0] and (table["headline − 20-gram"] == 0.7).all()
+    assert set(table.columns) >= {"LSTMs, mean", "GRUs, mean"}
+    (appendix,) = brace_distance.ANALYSIS.appendix(result).values()
+    assert appendix.set_index("model").loc["lstm L1 H8", "all braces"] == pytest.approx(0.7, abs=1e-5)
+    plt.close(brace_distance.ANALYSIS.plot(result))
+
+
+def _summary(advantages: list[float], starts: list[int]) -> pd.DataFrame:
+    """brace_distance.summary of a headline model whose advantage in the buckets starting at `starts` is given."""
+    rows = [{"corpus": "linux", "model": "lstm L1 H8", "arch": "lstm", "layers": 1, "size": 8, "budget": 8.0,
+             "seed": 0, "headline": True, "model_ce": 1.0, "ngram_ce": 0.9, "bucket": f"{a}-{b - 1}",
+             "distance_from": a, "distance_to": b - 1, "median_distance": (a + b) / 2, "braces": 30, "p_model": 0.5,
+             "p_ngram": 0.5 - adv, "advantage": adv, "ci_low": adv - 0.05, "ci_high": adv + 0.05,
+             "matched": 30 * len(starts), "unmatched": 0, "unclosed": 0, "hidden": 0, "model_id": "m", "group_id": "g"}
+            for adv, a, b in zip(advantages, starts, [*starts[1:], 2000])]  # fmt: skip
+    return brace_distance.summary(pd.DataFrame(rows), 0.95)
+
+
+@pytest.mark.parametrize(
+    ("advantages", "verdict"),
+    [
+        ([0.02, 0.05, 0.08, 0.11, 0.12, 0.11, 0.12, 0.12, 0.11], "reproduced"),  # rises to 60, then flat
+        ([0.02, 0.05, 0.08, 0.11, 0.12, 0.10, 0.08, 0.06, 0.04], "partly"),  # rises to 60, then falls
+        ([0.12, 0.11, 0.08, 0.05, 0.05, 0.04, 0.03, 0.02, 0.01], "not reproduced"),  # falls throughout
+    ],
+)
+def test_the_rise_to_60_then_flat_verdict(advantages, verdict):
+    """Fig 5 left's second claim: rank correlation > 0 below 60 and |rank correlation| < 0.5 from 60 on."""
+    summ = _summary(advantages, [1, 20, 40, 50, 60, 80, 100, 200, 500])
+    s = summ.iloc[0]
+    found = {f.claim: f for f in brace_distance.findings(summ)}
+    rise, flat = int(s["rho_near"] > 0), int(abs(s["rho_far"]) < brace_distance.FLAT)
+    assert found["bd-fig5-grows"].verdict == {2: "reproduced", 1: "partly", 0: "not reproduced"}[rise + flat]
+    assert found["bd-fig5-grows"].verdict == verdict
+    assert found["bd-fig5-ahead"].verdict == "reproduced"  # every bucket ahead
 
 
 def test_a_corpus_without_braces_or_without_a_20gram_is_missing_input(tmp_path, c_corpus, capsys):
@@ -185,4 +230,21 @@ def test_a_users_own_c_corpus_runs_from_the_cli(c_corpus, tmp_path, capsys):
     assert run_cli(brace_distance.main, ["--corpus", corpus.source, "--out", str(out), "--set", "min_braces=5"]) == 0
     table = pd.read_csv(out)
     assert set(table["corpus"]) == {"kernel"} and table["braces"].sum() == len(pairs)
-    assert "an advantage of +0.700" in capsys.readouterr().out
+    assert "gives p('}') 1.000 against the 20-gram's 0.300" in capsys.readouterr().out
+
+
+def test_every_number_a_finding_states_is_in_the_results_tables(c_corpus):
+    corpus, pairs = c_corpus
+    distance = np.array([c - o for o, c in pairs])
+    rng = np.random.default_rng(2)
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, rng.uniform(0.2, 1, len(pairs)), 0.5)))
+    p_gru = np.minimum(distance / 300, 0.95)
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, p_gru, 0.5)), arch="gru", size=7)
+    fake_ngram_model(corpus, 20, nll=-np.log(_p_at_braces(corpus, pairs, np.full(len(pairs), 0.3), 0.4)))
+    ctx = Context(model_index(), common.settings(brace_distance, None, {"min_braces": 5, "resamples": 50}))
+    result = brace_distance.ANALYSIS.compute(ctx)
+    frames = [result.table, *result.tables.values()]
+    assert {f.claim for f in result.findings if f.claim} == {"bd-fig5-ahead", "bd-fig5-grows"}
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 32

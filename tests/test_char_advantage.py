@@ -1,8 +1,7 @@
-"""char_advantage: per-character means against an independent groupby, ranks, visible characters, bad input."""
+"""char_advantage: per-character means against an independent groupby, ranks, visible characters, the findings and
+their verdicts, bad input."""
 
 from __future__ import annotations
-
-import io
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,8 +9,11 @@ import pandas as pd
 import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model
 
+import corpora
 from analyses import char_advantage, common
+from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
+from analyses.prose import sentence, unsupported_numbers
 from charlm.score import byte_label
 from corpora import run_cli
 
@@ -57,15 +59,24 @@ def test_per_character_means_ranks_and_sides(tmp_path, artifacts):
     assert rnn.loc[ord("a"), "advantage"] == pytest.approx(-0.45, abs=1e-6)
     assert rnn.drop(index=ord("a"))["advantage"].abs().max() < 1e-6
 
-    # The pipeline re-reads the table from CSV: every text and the figure come from that alone.
-    again = pd.read_csv(io.StringIO(df.to_csv(index=False)))
-    text = char_advantage.caption(again)
-    assert text == char_advantage.caption(df)
-    assert "wins most on ␣ (+0.40" in text or "wins most on e (+0.40" in text
-    report = char_advantage.with_paper(again).set_index("model")
-    assert report.loc["lstm L1 H8", "20-gram wins most on"].split()[0] == "a"
-    assert "␣" in char_advantage.summary(again)
-    plt.close(char_advantage.plot(again))
+    # The pipeline re-reads the result from its files: every text and the figure come from those alone.
+    result = char_advantage.ANALYSIS.compute(_ctx(min_count=5))
+    pd.testing.assert_frame_equal(result.table, df)
+    result.save(tmp_path, "char_advantage")
+    again = Result.load(tmp_path, "char_advantage")
+    texts = [sentence(f) for f in again.findings]
+    assert texts == [sentence(f) for f in result.findings]
+    assert any(t.startswith("fake: the lstm L1 H8 wins most on ␣ e, the 20-gram on a") or
+               t.startswith("fake: the lstm L1 H8 wins most on e ␣, the 20-gram on a") for t in texts)  # fmt: skip
+    table = char_advantage.ANALYSIS.summary_table(again).set_index("corpus")
+    assert table.loc["fake", "20-gram wins most on"].split()[0] == "a"
+    assert table.loc["fake", "model wins most on"] in ("␣ e", "e ␣")
+    (appendix,) = char_advantage.ANALYSIS.appendix(again).values()
+    assert appendix.set_index("model").loc["lstm L1 H8", "20-gram wins most on"].split()[0] == "a"
+    # the claims are about Linux and War and Peace: a run without them cannot test them
+    untested = [f for f in again.findings if f.verdict == "untested"]
+    assert {f.claim for f in untested} == {"ca-fig4-structure", "ca-fig4-return"}
+    plt.close(char_advantage.ANALYSIS.plot(again))
 
 
 def test_visible_characters_are_the_suites_byte_labels_with_a_visible_space():
@@ -107,7 +118,61 @@ def test_a_side_wins_only_characters_where_it_is_ahead_and_the_caption_counts_th
     assert sides[winner] == set(b" et") and len(sides[loser]) == 10
     assert (df.loc[df["side"] == "model", "advantage"] > 0).all()
     assert (df.loc[df["side"] == "20-gram", "advantage"] < 0).all()
-    text = char_advantage.caption(df)
+    result = char_advantage.ANALYSIS.compute(_ctx(min_count=5))
     ahead, behind = (3, chars - 3) if model_strong_on_few else (chars - 3, 3)
-    assert f"the lstm L1 H8 gives the higher mean p(correct) on {ahead} and the 20-gram on {behind}." in text
-    assert f"ahead of the 20-gram on {ahead} characters, behind on {behind}" in char_advantage.summary(df)
+    s = result.tables["summary"].iloc[0]
+    assert (s["ahead"], s["behind"], s["chars"]) == (ahead, behind, chars)
+    texts = [sentence(f) for f in result.findings]
+    assert (
+        f"fake: the lstm L1 H8 has the higher mean p(correct) on {ahead} of {chars} characters, the 20-gram on "
+        f"{behind}" in " ".join(texts)
+    )
+
+
+def _linux_like(tmp_path, cr_model: float):
+    """A corpus named linux (Fig 4 middle's claim) with carriage returns, as War and Peace's claim needs: the model
+    strong on whitespace and braces, and on the carriage return with probability `cr_model` (the 20-gram: 0.5)."""
+    text = (b"int f(void) {\r\n\treturn x;\r\n}\r\n" * 40 + b"static int y = 3; /* zz */\r\n" * 40) * 6
+    path = tmp_path / "linux.txt"
+    path.write_bytes(text)
+    corpus = corpora.load(str(path))
+    nxt = _next_bytes(corpus)
+    p_model = np.where(np.isin(nxt, list(b" \t{}")), 0.95, np.where(nxt == ord("\r"), cr_model, 0.3))
+    fake_neural_model(corpus, nll=-np.log(p_model), arch="lstm")
+    fake_ngram_model(corpus, 20, nll=np.full(nxt.size, -np.log(0.5)))
+    return corpus
+
+
+@pytest.mark.parametrize("cr_model", [0.9, 0.4])
+def test_the_claims_verdicts_follow_the_top_list(tmp_path, artifacts, monkeypatch, cr_model):
+    """Special characters with whitespace and a brace top the model's list: Fig 4 middle reproduced. The carriage
+    return's claim is War and Peace's, so the same corpus read as warpeace tests it: in the top list (p 0.9 against
+    0.5) reproduced, behind the 20-gram (0.4) not reproduced."""
+    _linux_like(tmp_path, cr_model)
+    result = char_advantage.ANALYSIS.compute(_ctx(min_count=5))
+    s = result.tables["summary"].iloc[0]
+    assert s["corpus"] == "linux" and s["top_len"] == (5 if cr_model > 0.5 else 4)
+    assert s["whitespace"] >= 1 and s["brackets"] == 2 and s["special"] == s["top_len"]
+    structure = next(f for f in result.findings if f.claim == "ca-fig4-structure")
+    assert structure.verdict == "reproduced" and structure.corpus == "linux"
+    summ = result.tables["summary"].assign(corpus="warpeace")
+    (ret,) = [f for f in char_advantage.findings(summ) if f.claim == "ca-fig4-return"]
+    assert ret.verdict == ("reproduced" if cr_model > 0.5 else "not reproduced")
+    assert ret.values["cr_p_model"] == pytest.approx(cr_model, abs=1e-6)
+    frames = [result.table, summ]
+    for finding in char_advantage.findings(summ) + result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+
+
+def test_every_number_a_finding_states_is_in_the_results_tables(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path, n_bytes=20_000)
+    nxt = _next_bytes(corpus)
+    rng = np.random.default_rng(1)
+    fake_neural_model(corpus, nll=-np.log(rng.uniform(0.05, 0.95, nxt.size)), arch="lstm")
+    fake_neural_model(corpus, nll=-np.log(rng.uniform(0.05, 0.95, nxt.size)), arch="gru", size=7)
+    fake_ngram_model(corpus, 20, nll=-np.log(rng.uniform(0.05, 0.95, nxt.size)))
+    result = char_advantage.ANALYSIS.compute(_ctx(min_count=5))
+    frames = [result.table, *result.tables.values()]
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 32

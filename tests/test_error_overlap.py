@@ -1,14 +1,18 @@
-"""error_overlap: Venn counts of hand-built error masks, the choice of the best baselines, bad input."""
+"""error_overlap: Venn counts of hand-built error masks, the choice of the best baselines, the findings and their
+verdicts, bad input."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, fake_nnn_model
 
 from analyses import common, error_overlap
+from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
+from analyses.prose import sentence, unsupported_numbers
 from corpora import run_cli
 
 WRONG, RIGHT = 2.0, 0.1  # nll of an error (p = 0.14) and of a correct guess (p = 0.90)
@@ -70,10 +74,22 @@ def test_venn_counts_match_hand_built_error_masks(tmp_path, artifacts):
     assert view.loc["lstm", "shared_by_all_of_union"] == pytest.approx(100 / 320)
     assert view.loc["lstm", "model_only_of_model"] == pytest.approx(20 / 190)
     assert view.loc["lstm", "avoided_of_baselines_shared"] == pytest.approx(70 / 170)
-    assert "31% are wrong for all three" in error_overlap.caption(df)
-    report = error_overlap.with_paper(df)
-    assert report.loc[report["model"] == "lstm L1 H8", "model errs %"].iloc[0] == pytest.approx(100 * 190 / T)
-    plt.close(error_overlap.plot(df))
+    result = error_overlap.ANALYSIS.compute(_ctx())
+    pd.testing.assert_frame_equal(result.table, df)
+    s = result.tables["summary"].set_index("corpus").loc["fake"]
+    assert s["union"] == 320 and s["shared_of_union"] == pytest.approx(100 / 320)
+    assert s["model_only"] == pytest.approx(20 / 320) and s["nnn_only"] == pytest.approx(25 / 320)
+    assert s["ngram_only"] == pytest.approx(35 / 320) and s["model_rate"] == pytest.approx(190 / T)
+    verdicts = {f.claim: f.verdict for f in result.findings if f.claim}
+    # all three share 31 % of the union (no majority) but 53 % of the LSTM's errors (100 of 190): partly
+    assert verdicts == {"eo-fig4-shared": "partly", "eo-fig4-unique": "reproduced", "eo-fig4-smallest": "reproduced"}
+    first = sentence(result.findings[0])
+    assert first.startswith("fake: all three err on 31.2% of the characters any of them gets wrong (52.6% of the")
+    table = error_overlap.ANALYSIS.summary_table(result)
+    assert len(table) == 1 and table["model errs %"].iloc[0] == pytest.approx(round(100 * 190 / T, 1))
+    (appendix,) = error_overlap.ANALYSIS.appendix(result).values()
+    assert appendix.loc[appendix["model"] == "lstm L1 H8", "model errs %"].iloc[0] == pytest.approx(100 * 190 / T)
+    plt.close(error_overlap.ANALYSIS.plot(result))
 
 
 def test_threshold_is_strictly_below_one_half(tmp_path, artifacts):
@@ -132,10 +148,10 @@ def test_missing_baselines_name_the_command_and_the_cli_exits_2(tmp_path, artifa
 
 
 @pytest.mark.parametrize("weaker_in_ce", [True, False])
-def test_the_caption_compares_cross_entropies_before_calling_the_model_weaker(tmp_path, artifacts, weaker_in_ce):
+def test_the_findings_compare_cross_entropies_before_calling_the_model_weaker(tmp_path, artifacts, weaker_in_ce):
     """A model with more errors than the n-gram (half its positions below p = 0.5, against a fifth) is weaker in
-    cross-entropy when its right answers are timid (p 0.55), stronger when they are sure (p 0.99): the caption says
-    which, and names the headline's type (a GRU where the corpus has no LSTM)."""
+    cross-entropy when its right answers are timid (p 0.55), stronger when they are sure (p 0.99): the findings say
+    which, and name the headline model (a GRU where the corpus has no LSTM)."""
     corpus = fake_corpus_file(tmp_path)
     T = corpus.split("test").size - 1
     t = np.arange(T)
@@ -143,12 +159,35 @@ def test_the_caption_compares_cross_entropies_before_calling_the_model_weaker(tm
     fake_neural_model(corpus, nll=-np.log(np.where(t % 2 == 0, 0.45, right)), arch="gru", size=7)
     fake_nnn_model(corpus, 1, nll=np.full(T, RIGHT))
     fake_ngram_model(corpus, 3, nll=-np.log(np.where(t % 5 == 0, 0.4, 0.6)))
-    df = error_overlap.compute(_ctx())
-    view = error_overlap.per_model(df).iloc[0]
+    result = error_overlap.ANALYSIS.compute(_ctx())
+    view = error_overlap.per_model(result.table).iloc[0]
     assert view["model_errors"] > view["ngram_errors"] and (view["model_ce"] > view["ngram_ce"]) == weaker_in_ce
-    text = error_overlap.caption(df)
-    assert "this GRU makes more errors than the n-gram" in text and "of the GRU's errors are its alone" in text
-    assert "LSTM's errors" not in text
-    assert ("it is weaker than the n-gram in cross-entropy too" in text) == weaker_in_ce
-    assert ("yet it is stronger in cross-entropy" in text) == (not weaker_in_ce)
-    assert error_overlap.summary(df).startswith("fake: gru L1 H7 errs on 50%")
+    text = " ".join(sentence(f) for f in result.findings)
+    assert "gru L1 H7" in text and "lstm L" not in text
+    assert ("is behind the n-gram in cross-entropy too" in text) == weaker_in_ce
+    assert ("yet has the lower cross-entropy" in text) == (not weaker_in_ce)
+    # the GRU errs more than both baselines (the n-NN makes no error): its set is not the smallest
+    smallest = next(f for f in result.findings if f.claim == "eo-fig4-smallest")
+    assert smallest.verdict == "not reproduced" and smallest.values["model_rate"] == pytest.approx(view["model_errors"])
+
+
+def test_every_number_a_finding_states_is_in_the_results_tables(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    masks = _masks(T)
+    fake_neural_model(corpus, nll=np.where(masks["model"], WRONG, RIGHT), arch="lstm")
+    fake_neural_model(corpus, nll=np.where(np.arange(T) % 3 == 0, WRONG, RIGHT), arch="rnn", size=9)
+    fake_nnn_model(corpus, 2, nll=np.where(masks["nnn"], WRONG, RIGHT))
+    fake_ngram_model(corpus, 4, nll=np.where(masks["ngram"], WRONG, RIGHT))
+    result = error_overlap.ANALYSIS.compute(_ctx())
+    frames = [result.table, *result.tables.values()]
+    assert len(result.findings) >= 4
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 32
+    # the same from the files the report writes and reads back
+    result.save(tmp_path, "error_overlap")
+    back = Result.load(tmp_path, "error_overlap")
+    frames = [back.table, *back.tables.values()]
+    assert all(unsupported_numbers(sentence(f), frames) == [] for f in back.findings)
+    assert [sentence(f) for f in back.findings] == [sentence(f) for f in result.findings]

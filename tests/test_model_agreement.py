@@ -1,4 +1,5 @@
-"""Model agreement and the t-SNE of models (Karpathy et al. sec 4.1, Fig 1 right)."""
+"""Model agreement and the t-SNE of models (Karpathy et al. sec 4.1, Fig 1 right): the measures, the embedding, the
+findings and their verdicts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, logp_rows
 
 from analyses import common, model_agreement
+from analyses.base import Result
 from analyses.context import Context, model_index
+from analyses.prose import sentence, unsupported_numbers
 from corpora import run_cli
 
 
@@ -62,10 +65,10 @@ def test_two_identical_models_agree_everywhere_and_sit_together(tmp_path, artifa
         assert (df["model_id"] == df["other_id"]).sum() == 7 and (
             df.loc[df["model_id"] == df["other_id"], "agreement"] == 1
         ).all()
-    table = model_agreement.with_paper(df)
+    table = model_agreement.per_model(df)
     assert table.set_index("label").loc["LSTM H8 L1 s0", "agrees most with"] == "LSTM H8 L1 s1"
-    assert "The n-gram and n-NN baselines are embedded with them." in model_agreement.caption(df)
-    model_agreement.plot(df)
+    assert models["embedded"].all()
+    plt.close(model_agreement.draw(df))
     # by default the paper's embedding: 1 - agreement, over the recurrent nets only; the baselines are kept apart
     # (every pair still in the table and the heatmap) and cannot move the recurrent nets' layout
     df = model_agreement.compute(Context(model_index(), common.settings(model_agreement)))
@@ -74,8 +77,7 @@ def test_two_identical_models_agree_everywhere_and_sit_together(tmp_path, artifa
     assert models.loc[models["family"] == "neural", ["tsne_x", "tsne_y"]].notna().all().all()
     assert models.loc[models["family"] == "ngram", ["tsne_x", "tsne_y"]].isna().all().all()
     assert not models.loc[models["family"] == "ngram", "embedded"].any()
-    assert "holds the recurrent nets only" in model_agreement.caption(df)
-    plt.close(model_agreement.plot(df))
+    plt.close(model_agreement.draw(df))
 
 
 def test_bad_settings_and_missing_models_are_one_line(tmp_path, artifacts, capsys):
@@ -109,11 +111,22 @@ def _argmax_model(corpus, argmax: np.ndarray, **fields):
     fake_neural_model(corpus, logp=np.log(p).astype(np.float32), **fields)
 
 
+def _verdicts(df: pd.DataFrame) -> tuple[pd.Series, dict, list[str]]:
+    """The summary row of the first corpus, the findings by claim, and every sentence (each checked for numbers the
+    tables do not hold)."""
+    summ = model_agreement.summary(df)
+    found = model_agreement.findings(summ)
+    texts = [sentence(f) for f in found]
+    for text in texts:
+        assert unsupported_numbers(text, [df, summ]) == [], text
+    return summ.iloc[0], {f.claim: f for f in found if f.claim}, texts
+
+
 @pytest.mark.parametrize("gru_arch", ["gru-paper", "gru"])  # the standard and paper profiles train the papers' form
 @pytest.mark.parametrize("paper_holds", [True, False])
 def test_the_lstm_gru_rnn_sentence_follows_the_agreements(tmp_path, artifacts, gru_arch, paper_holds):
     """LSTM and GRU sharing their argmax at 9 positions in 10 and the RNN at 1 in 2 is the paper's picture; the
-    same with the GRU and the RNN swapped is not, and the caption says which."""
+    same with the GRU and the RNN swapped is not, and the verdict says which."""
     corpus = fake_corpus_file(tmp_path)
     T, V = corpus.split("test").size - 1, corpus.vocab_size
     rng = np.random.default_rng(4)
@@ -127,14 +140,15 @@ def test_the_lstm_gru_rnn_sentence_follows_the_agreements(tmp_path, artifacts, g
     _argmax_model(corpus, base, arch="lstm", size=8)
     _argmax_model(corpus, close if paper_holds else far, arch=gru_arch, size=7)
     _argmax_model(corpus, far if paper_holds else close, arch="rnn", size=12)
-    df = model_agreement.compute(Context(model_index(), common.settings(model_agreement)))
-    text, summary = model_agreement.caption(df), model_agreement.summary(df)
+    result = model_agreement.ANALYSIS.compute(Context(model_index(), common.settings(model_agreement)))
+    s, found, texts = _verdicts(result.table)
     gru = model_agreement.ARCH_LABELS[gru_arch]
-    assert f"the LSTM and the {gru} agree on the most likely character at" in text
-    assert f"LSTM-{gru} agreement" in summary
-    said = "closer to each other than either is to the RNN, as in the paper"
-    denied = "not closer to each other than to the RNN, unlike the paper"
-    assert (said in text, denied in text) == ((True, False) if paper_holds else (False, True))
+    assert s["gru"] == gru and texts[0].startswith(f"fake, models of no budget row: argmax agreement LSTM–{gru} ")
+    close, far = (s["lstm_gru"], s["lstm_rnn"]) if paper_holds else (s["lstm_rnn"], s["lstm_gru"])
+    assert close == pytest.approx(0.9, abs=0.03) and far == pytest.approx(0.5, abs=0.03)
+    verdict = found["ma-fig1-lstm-gru"].verdict
+    assert verdict == ("reproduced" if paper_holds else "not reproduced")
+    assert model_agreement.ANALYSIS.summary_table(result)["LSTM–GRU %"].iloc[0] == round(100 * s["lstm_gru"], 1)
 
 
 def _population(models: list[tuple[str, int, int]], agree: np.ndarray, corpus: str = "fake") -> pd.DataFrame:
@@ -179,35 +193,32 @@ def test_rnns_that_agree_with_each_other_form_their_own_cluster_across_every_dep
     every size and depth is the paper's picture, counted on the agreement matrix."""
     agree = _agreements([a for a, _, _ in FIG1])
     df = _population(FIG1, agree)
-    text, summary = model_agreement.caption(df), model_agreement.summary(df)
-    assert "3 of 3 RNNs have an RNN as nearest neighbour and 4 of 4 LSTMs and GRUs have an LSTM or GRU" in text
-    assert "(a neighbour drawn at random would be of the model's group at 33 % and 50 %)" in text
-    assert "this supports the paper's description (RNNs their own cluster, LSTM and GRU together)" in text
-    assert "not from the t-SNE map, which distorts distances" in text
+    s, found, texts = _verdicts(df)
+    assert (s["rnn_own"], s["rnns"], s["gated_own"], s["gated"]) == (3, 3, 4, 4)
+    assert s["rnn_chance"] == pytest.approx(2 / 6) and s["gated_chance"] == pytest.approx(3 / 6)
     rnn_rnn = np.mean([agree[i, [j for j in range(3) if j != i]].mean() for i in range(3)])
-    assert f"an RNN agrees with the other RNNs at {100 * rnn_rnn:.1f} %" in text
-    assert "each group agrees more within itself than across, as two clusters would." in text
-    assert "nearest neighbour of 3/3 RNNs an RNN, of 4/4 LSTMs and GRUs an LSTM or GRU" in summary
-    assert "nan" not in text.lower() and "nan" not in summary.lower()
-    # the same budget-row sentence as before, beside it
-    assert "in the 128 budget row the LSTM and the GRU (papers' form) agree" in text
+    assert s["rnn_rnn"] == pytest.approx(rnn_rnn) and s["rnn_rnn"] > s["rnn_gated"]
+    assert found["ma-fig1-rnn-cluster"].verdict == "reproduced"
+    assert any(t.startswith("fake: 3 of 3 RNNs have an RNN as nearest neighbour (chance 33%)") for t in texts)
+    assert "nan" not in " ".join(texts).lower()
+    # the budget-row comparison beside it: the 128 row, the papers' GRU
+    assert s["budget"] == 128 and texts[0].startswith("fake, 128 budget row: argmax agreement LSTM–GRU (papers' form)")
 
 
 def test_one_rnn_closer_to_an_lstm_makes_it_2_of_3_and_rnns_closer_to_gated_models_deny_the_clusters():
     archs = [a for a, _, _ in FIG1]
     agree = _agreements(archs)
     agree[2, 4] = agree[4, 2] = 0.95  # the 3-layer RNN now agrees with the 3-layer LSTM most (and it with the RNN)
-    text = model_agreement.caption(_population(FIG1, agree))
-    assert "2 of 3 RNNs have an RNN as nearest neighbour and 3 of 4 LSTMs and GRUs have an LSTM or GRU" in text
-    assert "this supports the paper's description" in text  # 2 of 3 is still a majority, and over chance (33 %)
+    s, found, _ = _verdicts(_population(FIG1, agree))
+    assert (s["rnn_own"], s["rnns"], s["gated_own"], s["gated"]) == (2, 3, 3, 4)
+    assert found["ma-fig1-rnn-cluster"].verdict == "reproduced"  # 2 of 3 is still a majority, and over chance (33 %)
     nn = model_agreement.nearest_neighbours(_population(FIG1, agree), "fake").set_index("label")
     assert nn.loc["RNN 128 L3 s2", "neighbour"] == "LSTM 128 L3 s4" and not nn.loc["RNN 128 L3 s2", "own"]
-    # every RNN closer to the gated models than to the other RNNs: no RNN cluster
+    # every RNN closer to the gated models than to the other RNNs: no RNN cluster, by either measure
     mixed = _agreements(archs, within_rnn=0.55, within_gated=0.85, across=0.7)
-    text = model_agreement.caption(_population(FIG1, mixed))
-    assert "0 of 3 RNNs have an RNN as nearest neighbour and 4 of 4 LSTMs and GRUs" in text
-    assert "this supports only the LSTM and GRU half of the paper's description, not the RNNs' own cluster" in text
-    assert "unlike two clusters, the groups do not each agree more within themselves than across." in text
+    s, found, _ = _verdicts(_population(FIG1, mixed))
+    assert (s["rnn_own"], s["gated_own"]) == (0, 4) and s["rnn_rnn"] < s["rnn_gated"]
+    assert found["ma-fig1-rnn-cluster"].verdict == "not reproduced"
 
 
 def test_a_tie_between_the_groups_counts_against_a_models_own_group():
@@ -224,26 +235,27 @@ def test_the_cluster_sentence_leaves_out_ablations_and_baselines_and_needs_two_o
     agree = _agreements(archs)
     agree[7, :3] = agree[:3, 7] = 0.99  # Levy's ablation and the n-gram agree with every RNN most of all
     agree[8, :3] = agree[:3, 8] = 0.99
-    text = model_agreement.caption(_population(models, agree))
-    assert "3 of 3 RNNs have an RNN as nearest neighbour and 4 of 4 LSTMs and GRUs" in text
-    assert "(9 models," in text  # the ablation and the baseline are still in the rest of the caption
-    # a single RNN, or no GRU: nothing to count, and no sentence
+    s, found, _ = _verdicts(_population(models, agree))
+    assert (s["rnn_own"], s["rnns"], s["gated_own"], s["gated"]) == (3, 3, 4, 4)
+    assert s["models"] == 9  # the ablation and the baseline are still in the rest of the section
+    # a single RNN, or no GRU: nothing to count, and the claim is untested
     one_rnn = [m for i, m in enumerate(FIG1) if i not in (1, 2)]
     df = _population(one_rnn, _agreements([a for a, _, _ in one_rnn]))
     assert model_agreement.clusters(df, "fake") is None
-    assert "nearest neighbour" not in model_agreement.caption(df) + model_agreement.summary(df)
+    s, found, texts = _verdicts(df)
+    assert found["ma-fig1-rnn-cluster"].verdict == "untested" and "nan" not in " ".join(texts).lower()
     no_gru = [m for m in FIG1 if m[0] != "gru-paper"]
-    df = _population(no_gru, _agreements([a for a, _, _ in no_gru]))
-    assert "nearest neighbour" not in model_agreement.caption(df)
-    assert "nan" not in model_agreement.caption(df).lower()
+    s, found, texts = _verdicts(_population(no_gru, _agreements([a for a, _, _ in no_gru])))
+    assert found["ma-fig1-rnn-cluster"].verdict == "untested" and found["ma-fig1-lstm-gru"].verdict == "untested"
+    assert "nan" not in " ".join(texts).lower()
 
 
 def test_the_tsne_marks_depth_by_marker_and_budget_by_size():
     """Fig 1 right: colour, size and marker are model type, model size and number of layers."""
     df = _population(FIG1, _agreements([a for a, _, _ in FIG1]))
-    fig = model_agreement.plot(df)
+    fig = model_agreement.ANALYSIS.plot(Result(df))
     ax = fig.axes[0]
-    legend = ax.get_legend()
+    legend = fig.legends[0]
     assert "depth" in legend.get_title().get_text() and "size: budget" in legend.get_title().get_text()
     assert {t.get_text() for t in legend.get_texts()} >= {"1 layer", "2 layers", "3 layers", "RNN", "LSTM"}
     sizes = sorted({float(s) for coll in ax.collections for s in coll.get_sizes()})
@@ -260,22 +272,25 @@ def test_a_bare_majority_below_chance_does_not_count_as_keeping_together():
         ("gru-paper", 128, d) for d in (1, 2, 3)]  # fmt: skip
     agree = _agreements([a for a, _, _ in models], within_rnn=0.97)
     agree[2, 0] = agree[0, 2] = agree[5, 1] = agree[1, 5] = 0.95  # an LSTM and a GRU closest to an RNN
-    text = model_agreement.caption(_population(models, agree))
-    assert "2 of 2 RNNs have an RNN as nearest neighbour and 4 of 6 LSTMs and GRUs have an LSTM or GRU" in text
-    assert "at 14 % and 71 %)" in text
-    assert "this supports only the RNN half of the paper's description, not the LSTM and GRU together" in text
+    s, found, _ = _verdicts(_population(models, agree))
+    assert (s["rnn_own"], s["rnns"], s["gated_own"], s["gated"]) == (2, 2, 4, 6)
+    assert round(s["rnn_chance"], 2) == 0.14 and round(s["gated_chance"], 2) == 0.71
+    assert s["rnn_together"] and not s["gated_together"]
+    assert found["ma-fig1-rnn-cluster"].verdict == "reproduced"
     # 4 RNNs: a random neighbour of an RNN is an RNN 3 times in 9 (33 %); 2 of 4 is over chance but no majority
     models = [("rnn", 64, 1), ("rnn", 128, 1), ("rnn", 64, 2), ("rnn", 128, 3)] + models[2:]
     agree = _agreements([a for a, _, _ in models])
     agree[0, 1] = agree[1, 0] = 0.97
     agree[2, 4] = agree[4, 2] = agree[3, 7] = agree[7, 3] = 0.95  # two RNNs closest to an LSTM and a GRU
-    text = model_agreement.caption(_population(models, agree))
-    assert "2 of 4 RNNs have an RNN as nearest neighbour and 4 of 6 LSTMs and GRUs have an LSTM or GRU" in text
-    assert "at 33 % and 56 %)" in text
-    assert "this supports only the LSTM and GRU half of the paper's description, not the RNNs' own cluster" in text
+    s, found, _ = _verdicts(_population(models, agree))
+    assert (s["rnn_own"], s["rnns"], s["gated_own"], s["gated"]) == (2, 4, 4, 6)
+    assert round(s["rnn_chance"], 2) == 0.33 and round(s["gated_chance"], 2) == 0.56
+    assert not s["rnn_together"] and s["gated_together"]
+    # no RNN cluster by neighbours, but the RNNs agree more with each other than with the gated networks: partly
+    assert s["rnn_rnn"] > s["rnn_gated"] and found["ma-fig1-rnn-cluster"].verdict == "partly"
 
 
-def test_the_cluster_sentence_from_computed_agreements(tmp_path, artifacts):
+def test_cluster_counts_from_computed_agreements_and_every_number_in_the_tables(tmp_path, artifacts):
     """End to end through `compute`: two RNNs of different depths sharing most argmaxes, an LSTM and a GRU sharing
     theirs, and one of Levy's ablations (copying the first RNN) that the counts leave out."""
     corpus = fake_corpus_file(tmp_path)
@@ -291,9 +306,12 @@ def test_the_cluster_sentence_from_computed_agreements(tmp_path, artifacts):
     _argmax_model(corpus, changed(gated, 0.1), arch="lstm", size=8)
     _argmax_model(corpus, changed(gated, 0.1), arch="gru-paper", size=7, layers=3)
     _argmax_model(corpus, changed(rnn, 0.05), arch="lstm-srnn", size=8)
-    df = model_agreement.compute(Context(model_index(), common.settings(model_agreement)))
-    text = model_agreement.caption(df)
-    assert "(5 models," in text
-    assert "2 of 2 RNNs have an RNN as nearest neighbour and 2 of 2 LSTMs and GRUs have an LSTM or GRU" in text
-    assert "this supports the paper's description" in text and "nan" not in text.lower()
-    assert "nearest neighbour of 2/2 RNNs an RNN, of 2/2 LSTMs and GRUs an LSTM or GRU" in model_agreement.summary(df)
+    result = model_agreement.ANALYSIS.compute(Context(model_index(), common.settings(model_agreement)))
+    s, found, texts = _verdicts(result.table)
+    assert s["models"] == 5 and (s["rnn_own"], s["rnns"], s["gated_own"], s["gated"]) == (2, 2, 2, 2)
+    assert found["ma-fig1-rnn-cluster"].verdict == "reproduced" and "nan" not in " ".join(texts).lower()
+    frames = [result.table, *result.tables.values()]
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 32
+    plt.close(model_agreement.ANALYSIS.plot(result))
