@@ -33,3 +33,30 @@ def table2_range(model: str | None = None, exclude: str | None = None) -> tuple[
     values = [r for name, (ratios, _) in MAINI_TABLE2.items() for r in ratios
               if (model is None or name == model) and name != exclude]  # fmt: skip
     return min(values), max(values)
+
+
+def table2():
+    """Table 2 as the report shows it: one row per model, the vanishing ratio and the best validation accuracy (%) at
+    each training size (a pandas DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for model, (ratios, accuracies) in MAINI_TABLE2.items():
+        row = {"model": model}
+        row.update({f"vanishing ratio, {size}": r for size, r in zip(MAINI_SIZES, ratios)})
+        row.update({f"validation accuracy (%), {size}": a for size, a in zip(MAINI_SIZES, accuracies)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def ratio_field(values: dict, name: str) -> str:
+    """The template field of a vanishing ratio in a finding: two significant digits ("0.0015"), or a power of ten
+    below 1e-4, where Python would write an exponent that analyses.prose's number check cannot read ("10^-12.1"):
+    then `values` gets `<name>_log10`, which the caller's table must hold too (with 10 itself)."""
+    import math
+
+    value = values.get(name, 0)
+    if not value > 0 or value >= 1e-4:
+        return "{" + name + ":.2g}"
+    values[f"{name}_log10"] = math.log10(value)
+    return "10^{" + name + "_log10:.1f}"

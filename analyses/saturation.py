@@ -19,6 +19,10 @@ the LSTM, the GRU and Levy et al.'s ablations that keep gates (- S-RNN, - S-RNN 
 - GATES have no gates. The GRU's z is the papers' (the weight on the candidate, h = (1 - z) h + z htilde), see
 charlm/model.py. "Almost always", "nearly never" and "no cells" become thresholds (ALWAYS, RARELY, MOST below) so each
 finding is stated as found or not found with its number.
+
+Below: compute (the tidy table, one row per model, layer, gate and cell), summary (per corpus, the counts each claim's
+finding states), per_layer (the appendix: per model and layer), the findings, and the figure (Fig 3's five panels for
+the headline LSTM and GRU of each corpus).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS
+from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS
 from corpora.errors import UserError, run_cli
 
-from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
+from .base import Analysis, Claim, Finding, Result
+from .common import analysis_main, chosen_archs, headline_id, ordered_models, style
 from .context import Context, Needs
 
 TITLE = "Gate saturation"
@@ -116,199 +121,295 @@ def compute(ctx: Context) -> pd.DataFrame:
     )
 
 
-# ------------------------------------------------------------------------------------------ the paper's findings
+# ------------------------------------------------------------------------------------------ the paper's claims
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
     return ordered_models(df, GATED_ARCHS)
 
 
-def _per_model(sub: pd.DataFrame, passes: pd.Series) -> np.ndarray:
-    """How many cells of each model (seed) of a group pass a test: an array over the group's seeds."""
-    return passes.groupby(sub["model_id"]).sum().to_numpy()
+def the_gru(archs) -> str:
+    """The GRU the paper's claims are read on: the papers' form where trained, else torch's."""
+    return "gru-paper" if "gru-paper" in set(archs) else "gru"
 
 
-def _group_findings(g: pd.DataFrame) -> list[tuple]:
-    """(finding, layer, paper's words, value, our words, found / None when not testable) for one group's cells."""
-    out = []
-    seeds = g["model_id"].nunique()
-    for layer, lg in g.groupby("layer"):
-        f, o = lg[lg["gate"] == "f"], lg[lg["gate"] == "o"]
-        if not f.empty:
-            integrators = _per_model(f, f["right"] >= ALWAYS)
-            per_seed = f" (seeds: {', '.join(map(str, integrators))})" if seeds > 1 else ""
-            out.append((
-                "forget gates as integrators", layer, "multiple cells almost always right-saturated",
-                integrators.mean(), f"{integrators.mean():.1f} cells per model right-saturated >= {ALWAYS:.0%} of "
-                f"the time{per_seed}; max {f['right'].max():.1%}", integrators.mean() >= MULTIPLE,
-            ))  # fmt: skip
-            feedforward = _per_model(f, f["left"] >= ALWAYS)
-            out.append((
-                "no feed-forward forget gate", layer, "no cell consistently left-saturated", feedforward.mean(),
-                f"{feedforward.mean():.1f} cells per model left-saturated >= {ALWAYS:.0%} of the time; max "
-                f"{f['left'].max():.1%}", feedforward.sum() == 0,
-            ))  # fmt: skip
-        if not o.empty:
-            stuck = _per_model(o, (o["left"] >= ALWAYS) | (o["right"] >= ALWAYS))
-            out.append((
-                "output gates never stuck", layer, "no cell consistently revealed or blocked", stuck.mean(),
-                f"{stuck.mean():.1f} cells per model saturated on one side >= {ALWAYS:.0%} of the time; max left "
-                f"{o['left'].max():.1%}, right {o['right'].max():.1%}", stuck.sum() == 0,
-            ))  # fmt: skip
-        if layer == 1 and g["arch"].iloc[0] in GRU_ARCHS:
-            r, z = lg[lg["gate"] == "r"], lg[lg["gate"] == "z"]
-            r_rare, z_rare = (r["right"] < RARELY).mean(), (z["left"] < RARELY).mean()
-            out.append((
-                "GRU layer 1: r nearly never right-saturated", layer, "nearly never right-saturated", r_rare,
-                f"{r_rare:.0%} of cells right-saturated < {RARELY:.0%} of the time; mean {r['right'].mean():.1%}",
-                r_rare >= MOST,
-            ))  # fmt: skip
-            out.append((
-                "GRU layer 1: z rarely left-saturated", layer, "rarely ever left-saturated", z_rare,
-                f"{z_rare:.0%} of cells left-saturated < {RARELY:.0%} of the time; mean {z['left'].mean():.1%}",
-                z_rare >= MOST,
-            ))  # fmt: skip
-    saturated = (g["left"] + g["right"]).groupby(g["layer"]).mean()  # mean saturated fraction per layer
-    deeper = saturated.drop(1)
-    if deeper.empty:
-        words, found = f"1-layer model: layer 1 saturated {saturated[1]:.1%} of the time, no deeper layer", None
-    else:
-        words = f"mean saturated fraction: layer 1 {saturated[1]:.1%}, " + ", ".join(
-            f"layer {layer} {v:.1%}" for layer, v in deeper.items()
-        )
-        found = bool((saturated[1] < deeper).all())
-    paper = "first layer much less saturated than the others (all models)"
-    out.append(("diffuse first layer", "1 vs 2+", paper, saturated[1], words, found))
-    return out
+def _share(passes: pd.Series) -> float:
+    return float(passes.mean()) if len(passes) else float("nan")
 
 
-def findings(df: pd.DataFrame) -> pd.DataFrame:
-    """Each of the paper's claims for every group (corpus, architecture, shape): its number and a verdict.
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus, the counts every finding states (LSTMs: arch "lstm", every depth and seed; GRUs: the_gru):
 
-    Seeds of one group are pooled (cell counts are per model, averaged over seeds); groups are never mixed.
+    lstm_models, lstm_multiple      LSTMs, and those with at least MULTIPLE forget gates right-saturated >= ALWAYS
+    lstm_multi, share_l1/_deep      multi-layer LSTMs; the share of their forget gates right-saturated >= ALWAYS of
+                                    the steps (integrators) in layer 1 and deeper (counts: integrators_*, f_cells_*)
+    f_left, f_left_models           forget gates left-saturated >= ALWAYS (of f_cells), and the LSTMs with one
+    o_stuck, o_stuck_models         output gates saturated on one side >= ALWAYS (of o_cells), and the LSTMs with one
+    diffuse_holds / diffuse_of      multi-layer LSTMs and GRUs whose layer 1 is less saturated (left + right, mean over
+                                    its gates' cells) than each deeper layer; sat_l1, sat_deep: those means pooled
+    gru_models, r_rare, z_rare      GRUs; the share of their layer-1 reset gates right-saturated < RARELY of the steps,
+                                    of update gates left-saturated < RARELY; gru_holds: GRUs where both shares >= MOST
     """
     rows = []
-    for (corpus, model, _), g in _ordered(df).groupby(["corpus", "model", "group_id"], sort=False):
-        for finding, layer, paper, value, words, found in _group_findings(g):
-            rows.append({
-                "corpus": corpus, "model": model, "seeds": g["model_id"].nunique(), "layer": str(layer),
-                "finding": finding, "paper": paper, "value": float(value), "ours": words,
-                "verdict": "not testable" if found is None else ("found" if found else "not found"),
-            })  # fmt: skip
+    for corpus, sub in df.groupby("corpus", sort=True):
+        row = {"corpus": corpus, "always": ALWAYS, "rarely": RARELY, "most": MOST, "multiple": MULTIPLE,
+               "lstm_models": 0, "gru_models": 0, "diffuse_of": 0}  # fmt: skip
+        lstm = sub[sub["arch"] == "lstm"]
+        f, o = lstm[lstm["gate"] == "f"], lstm[lstm["gate"] == "o"]
+        if not f.empty:
+            integrators = (f["right"] >= ALWAYS).groupby(f["model_id"]).sum()
+            left = f["left"] >= ALWAYS
+            row.update(lstm_models=f["model_id"].nunique(), lstm_multiple=int((integrators >= MULTIPLE).sum()),
+                       f_cells=len(f), f_left=int(left.sum()),
+                       f_left_models=int(left.groupby(f["model_id"]).any().sum()))  # fmt: skip
+            multi = f[f["layers"] > 1]
+            if not multi.empty:
+                l1, deep = multi[multi["layer"] == 1], multi[multi["layer"] > 1]
+                row.update(lstm_multi=multi["model_id"].nunique(), f_cells_l1=len(l1), f_cells_deep=len(deep),
+                           integrators_l1=int((l1["right"] >= ALWAYS).sum()),
+                           integrators_deep=int((deep["right"] >= ALWAYS).sum()),
+                           share_l1=_share(l1["right"] >= ALWAYS),
+                           share_deep=_share(deep["right"] >= ALWAYS))  # fmt: skip
+        if not o.empty:
+            stuck = (o["left"] >= ALWAYS) | (o["right"] >= ALWAYS)
+            row.update(o_cells=len(o), o_stuck=int(stuck.sum()),
+                       o_stuck_models=int(stuck.groupby(o["model_id"]).any().sum()))  # fmt: skip
+        gru_arch = the_gru(sub["arch"])
+        gated = sub[sub["arch"].isin(["lstm", gru_arch]) & (sub["layers"] > 1)]
+        if not gated.empty:
+            saturated = (gated["left"] + gated["right"]).groupby([gated["model_id"], gated["layer"]]).mean().unstack()
+            deeper = saturated.drop(columns=1)
+            row.update(diffuse_of=len(saturated), diffuse_holds=int((saturated[1] < deeper.min(axis=1)).sum()),
+                       sat_l1=float((gated["left"] + gated["right"])[gated["layer"] == 1].mean()),
+                       sat_deep=float((gated["left"] + gated["right"])[gated["layer"] > 1].mean()))  # fmt: skip
+        first = sub[(sub["arch"] == gru_arch) & (sub["layer"] == 1)]
+        r, z = first[first["gate"] == "r"], first[first["gate"] == "z"]
+        if not r.empty and not z.empty:
+            r_rare = (r["right"] < RARELY).groupby(r["model_id"]).mean()
+            z_rare = (z["left"] < RARELY).groupby(z["model_id"]).mean()
+            row.update(gru_models=len(r_rare), gru_label=ARCH_LABELS.get(gru_arch, gru_arch),
+                       r_rare=_share(r["right"] < RARELY), z_rare=_share(z["left"] < RARELY),
+                       gru_holds=int(((r_rare >= MOST) & (z_rare >= MOST)).sum()))  # fmt: skip
+        hidden = sub[(sub["arch"] == "lstm-srnn-hidden") & (sub["gate"] == "i")]
+        if not hidden.empty:
+            row["hidden_i_right"] = float(hidden["right"].mean())
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-with_paper = findings  # the report's table: the paper's claims beside our numbers (the per-cell table is the CSV)
+def per_layer(df: pd.DataFrame) -> pd.DataFrame:
+    """The appendix: per model (seeds apart) and layer, the counts behind each claim."""
+    rows = []
+    for (corpus, model, _, seed, layer), g in _ordered(df).groupby(
+        ["corpus", "model", "model_id", "seed", "layer"], sort=False
+    ):
+        by = {gate: x for gate, x in g.groupby("gate")}
+        f, o, r, z = (by.get(k) for k in ("f", "o", "r", "z"))
+        count = lambda x, test: int(test(x).sum()) if x is not None else np.nan  # noqa: E731
+        rows.append({
+            "corpus": corpus, "model": model, "seed": int(seed), "layer": int(layer),
+            "cells": int(g["cell"].nunique()),
+            f"f right >= {ALWAYS:.0%}": count(f, lambda x: x["right"] >= ALWAYS),
+            f"f left >= {ALWAYS:.0%}": count(f, lambda x: x["left"] >= ALWAYS),
+            f"o one side >= {ALWAYS:.0%}": count(o, lambda x: (x["left"] >= ALWAYS) | (x["right"] >= ALWAYS)),
+            f"r right < {RARELY:.0%} (share)": (r["right"] < RARELY).mean() if r is not None else np.nan,
+            f"z left < {RARELY:.0%} (share)": (z["left"] < RARELY).mean() if z is not None else np.nan,
+            "mean saturated fraction": float((g["left"] + g["right"]).mean()),
+        })  # fmt: skip
+    out = pd.DataFrame(rows)
+    counts = [c for c in out.columns if c.startswith(("f ", "o "))]  # counts, blank where the gate is not there
+    return out.astype({c: "Int64" for c in counts})
 
 
-# ------------------------------------------------------------------------------------------ figure and words
+def verdict(holds: int, of: int) -> str:
+    """All models hold the claim: reproduced; at least half: partly; fewer: not reproduced; none to test: untested."""
+    if not of:
+        return "untested"
+    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+
+
+def findings(table: pd.DataFrame) -> list[Finding]:
+    """Per corpus: the five claims of sec 4.2 (integrators, the diffuse first layer, no feed-forward forget gate, no
+    stuck output gate, the GRU's first layer), then the ablation without the S-RNN in its gates (new)."""
+    out = []
+    for _, r in table.iterrows():
+        v = {k: r[k] for k in r.index if not (isinstance(r[k], float) and np.isnan(r[k]))}
+        corpus, lstms = r["corpus"], int(r["lstm_models"])
+        if lstms:
+            out.append(Finding(
+                "{corpus}: {lstm_multiple} of {lstm_models} LSTMs have {multiple} or more forget gates right-saturated "
+                "at least {always:.0%} of the time (integrators), against the paper's 'multiple'", v,
+                verdict(int(r["lstm_multiple"]), lstms), "sat-fig3-integrators", corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: no LSTM was measured", v, "untested", "sat-fig3-integrators", corpus))
+        if r["diffuse_of"]:
+            out.append(Finding(
+                "{corpus}: integrators are {share_l1:.1%} of layer-1 forget gates, {share_deep:.1%} deeper; layer 1 "
+                "is the least saturated in {diffuse_holds} of {diffuse_of} multi-layer models", v,
+                verdict(int(r["diffuse_holds"]), int(r["diffuse_of"])), "sat-fig3-layer1", corpus)
+                if pd.notna(r.get("share_l1", np.nan)) else Finding(
+                "{corpus}: layer 1 is the least saturated in {diffuse_holds} of {diffuse_of} multi-layer models "
+                "(mean saturated fraction {sat_l1:.1%}, deeper {sat_deep:.1%})", v,
+                verdict(int(r["diffuse_holds"]), int(r["diffuse_of"])), "sat-fig3-layer1", corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: no multi-layer LSTM or GRU, so no first layer to set against deeper ones",
+                               v, "untested", "sat-fig3-layer1", corpus))  # fmt: skip
+        if lstms:
+            out.append(Finding(
+                "{corpus}: {f_left} of {f_cells} LSTM forget gates left-saturated at least {always:.0%} of the time, "
+                "against the paper's none", v, verdict(lstms - int(r["f_left_models"]), lstms),
+                "sat-fig3-no-feedforward", corpus))  # fmt: skip
+        if pd.notna(r.get("o_cells", np.nan)):
+            out.append(Finding(
+                "{corpus}: {o_stuck} of {o_cells} LSTM output gates saturated on one side at least {always:.0%} of the "
+                "time, in {o_stuck_models} of {lstm_models} LSTMs, against the paper's none", v,
+                verdict(lstms - int(r["o_stuck_models"]), lstms), "sat-fig3-output", corpus))  # fmt: skip
+        if r["gru_models"]:
+            out.append(Finding(
+                "{corpus}: in layer 1 of {gru_models} GRUs, {r_rare:.0%} of reset gates are right-saturated under "
+                "{rarely:.0%} of the time and {z_rare:.0%} of update gates left-saturated under {rarely:.0%}", v,
+                verdict(int(r["gru_holds"]), int(r["gru_models"])), "sat-fig3-gru", corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: no GRU was measured", v, "untested", "sat-fig3-gru", corpus))
+        if pd.notna(r.get("hidden_i_right", np.nan)):
+            out.append(Finding(
+                "{corpus}: in LSTM - S-RNN - HIDDEN, whose gates read only the input, the input gate is "
+                "right-saturated {hidden_i_right:.0%} of the time on average", v, corpus=corpus))  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the figure
+
+
+def headlines(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """(corpus, model_id) of the models Fig 3 shows: per corpus the headline LSTM and the headline GRU (the suite's
+    rule, analyses.common.headline_id), else the headline of the first architecture there."""
+    out = []
+    for corpus in sorted(df["corpus"].unique()):
+        models = df[df["corpus"] == corpus].drop_duplicates("model_id")
+        picked = [headline_id(models[models["arch"] == arch]) for arch in ("lstm", the_gru(models["arch"]))]
+        picked = [m for m in picked if m is not None] or [headline_id(models)]
+        out += [(corpus, m) for m in picked]
+    return out
 
 
 def plot(df: pd.DataFrame):
-    """The paper's scatter: one point per cell, x right-saturated, y left-saturated; one row per model, one panel per
-    gate, colour = corpus and layer; the lowest seed of each group (the table has them all)."""
+    """Fig 3: one point per cell, x right-saturated, y left-saturated, colour = layer; one row per headline model
+    (LSTM: i, f, o; GRU: r, z), per corpus. Every other model's counts are in the appendix."""
     style()
-    group = ["corpus", "arch", "layers", "size", "group_id"]  # ids read back from CSV may not stay strings
-    first = _ordered(df[df["seed"] == df.groupby(group)["seed"].transform("min")])
-    first["where"] = first["corpus"] + ", layer " + first["layer"].astype(str)
-    models = list(dict.fromkeys(first.sort_values(["order", "size"], ascending=[True, False])["shape"]))
-    gates_of = {m: [g for g in GATES if g in set(first.loc[first["shape"] == m, "gate"])] for m in models}
-    ncols = max(len(v) for v in gates_of.values())
-    fig, axes = plt.subplots(len(models), ncols, figsize=(3.3 * ncols, 3.0 * len(models)), squeeze=False)
-    hue_order = sorted(first["where"].unique())
-    palette = dict(zip(hue_order, sns.color_palette("colorblind", len(hue_order))))
-    for r, model in enumerate(models):
+    shown = headlines(df)
+    gates_of = {m: [g for g in GATES if g in set(df.loc[df["model_id"] == m, "gate"])] for _, m in shown}
+    ncols = max(3, max(len(v) for v in gates_of.values()))
+    layers = sorted(df[df["model_id"].isin(gates_of)]["layer"].unique())
+    palette = dict(zip(layers, sns.color_palette("colorblind", len(layers))))
+    fig, axes = plt.subplots(len(shown), ncols, figsize=(7.5, min(9.0, 0.4 + 2.15 * len(shown))), squeeze=False)
+    label = _ordered(df[df["model_id"].isin(gates_of)]).drop_duplicates("model_id").set_index("model_id")["model"]
+    for r, (corpus, model_id) in enumerate(shown):
+        sub = df[df["model_id"] == model_id]
         for c in range(ncols):
             ax = axes[r, c]
-            if c >= len(gates_of[model]):
+            if c >= len(gates_of[model_id]):
                 ax.set_axis_off()
                 continue
-            gate = gates_of[model][c]
-            sub = first[(first["shape"] == model) & (first["gate"] == gate)]
+            gate = gates_of[model_id][c]
             ax.plot([0, 1], [1, 0], color="grey", lw=0.8, ls="--", zorder=0)  # left + right <= 1
-            sns.scatterplot(data=sub, x="right", y="left", hue="where", hue_order=hue_order, palette=palette, s=14,
-                            alpha=0.6, edgecolor="none", ax=ax, legend=(r == 0 and c == 0))  # fmt: skip
+            for layer, part in sub[sub["gate"] == gate].groupby("layer"):
+                ax.scatter(part["right"], part["left"], s=9, alpha=0.6, color=palette[layer], edgecolors="none",
+                           label=f"layer {layer}")  # fmt: skip
             ax.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03))
-            ax.set_title(f"{model}: {GATE_NAMES[gate]}", fontsize=9)
-            ax.set_xlabel("fraction right-saturated (> 0.9)")
-            ax.set_ylabel("fraction left-saturated (< 0.1)" if c == 0 else "")
-    if axes[0, 0].get_legend() is not None:
-        sns.move_legend(axes[0, 0], "upper right", title="corpus, layer", fontsize=8, title_fontsize=8)
-    fig.suptitle("Gate saturation, one point per cell (Karpathy et al. Fig. 3); bottom right = integrator", y=1.0)
-    fig.tight_layout()
+            ax.set_title(f"{corpus}, {label[model_id]}\n{GATE_NAMES[gate]}", fontsize=7.5)
+            ax.set_xlabel("fraction right-saturated (> 0.9)", fontsize=7)
+            ax.set_ylabel("fraction left-saturated (< 0.1)" if c == 0 else "", fontsize=7)
+            ax.tick_params(labelsize=7)
+    handles = [plt.Line2D([], [], ls="", marker="o", color=palette[k], label=f"layer {k}") for k in layers]
+    fig.legend(handles=handles, loc="lower center", ncol=len(layers), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 0.0))  # fmt: skip
+    fig.suptitle("Gate saturation of the headline LSTM and GRU, one point per cell (Karpathy et al. Fig 3);\n"
+                 "bottom right: right-saturated nearly always (an integrator, for a forget gate)",
+                 fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
     return fig
 
 
-def caption(df: pd.DataFrame) -> str:
-    found = findings(df)
-    parts = []
-    for (corpus, model), sub in _ordered(df).groupby(["corpus", "model"], sort=False):
-        means = sub.groupby("gate").agg(left=("left", "mean"), right=("right", "mean"))
-        gates = ", ".join(f"{g} {means.loc[g, 'left']:.0%}/{means.loc[g, 'right']:.0%}" for g in GATES
-                          if g in means.index)  # fmt: skip
-        parts.append(f"{corpus} {model}: {gates}")
-    text = (
-        f"Mean fraction of test steps a gate is left/right-saturated (< {LEFT} / > {RIGHT}), over cells and seeds: "
-        + "; ".join(parts) + "."
+# ------------------------------------------------------------------------------------------ the analysis
+
+
+class Saturation(Analysis):
+    name = "saturation"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    settings = SETTINGS
+    needs = NEEDS
+    claims = (
+        Claim("sat-fig3-integrators", "Karpathy et al. (2016) sec 4.2, Fig 3",
+              "forget gates: multiple cells almost always right-saturated, functioning as nearly perfect integrators",
+              "words only ('multiple', 'almost always'); 3-layer models"),
+        Claim("sat-fig3-layer1", "Karpathy et al. (2016) sec 4.2, Fig 3",
+              "the first layer is much more diffuse (near the origin) than the deeper layers, across all models",
+              "words only ('much more diffuse')"),
+        Claim("sat-fig3-no-feedforward", "Karpathy et al. (2016) sec 4.2, Fig 3",
+              "no forget gate is consistently left-saturated (no cell works in purely feed-forward fashion)", "none"),
+        Claim("sat-fig3-output", "Karpathy et al. (2016) sec 4.2, Fig 3",
+              "no output gate is consistently revealed or blocked", "none"),
+        Claim("sat-fig3-gru", "Karpathy et al. (2016) sec 4.2, Fig 3 right",
+              "GRU layer 1: reset gates nearly never right-saturated, update gates rarely ever left-saturated",
+              "words only ('nearly never', 'rarely ever')"),
     )  # fmt: skip
-    verdicts = []
-    for finding, sub in found.groupby("finding", sort=False):
-        testable = sub[sub["verdict"] != "not testable"]
-        if testable.empty:
-            continue
-        missing = testable[testable["verdict"] == "not found"]
-        tail = (" (not for " + ", ".join(f"{r['corpus']} {r['model']}" for _, r in missing.iterrows()) + ")"
-                if len(missing) else "")  # fmt: skip
-        verdicts.append(f"{finding}: found in {len(testable) - len(missing)} of {len(testable)}{tail}")
-    text += " The paper's findings, per model and layer: " + "; ".join(verdicts) + "."
-    if int(df["layers"].max()) == 1:
-        text += (
-            " These models have one layer, so the paper's contrast between a diffuse first layer and nearly binary "
-            "deeper layers cannot appear; its GRU claim is about the first layer, which ours is."
-        )
-    chars = int(df["chars_trained"].max())
-    if chars < BRIEF_TRAINING:
-        text += (
-            f" The models saw {chars:,} training characters (the paper's, about 130M on War and Peace): fewer "
-            "integrators than a converged model may simply mean less training."
-        )
-    return text
+    shows = (
+        "Fig 3's scatter for the headline LSTM and GRU of each corpus: one point per cell, the fraction of test "
+        "steps its gate is right-saturated (x) against left-saturated (y), coloured by layer."
+    )
+    deviations = (
+        "Fractions come from a test excerpt whose state is warmed up on the text before it, not the whole test set.",
+        "The paper's words become thresholds: 'almost always' is at least 90 % of the steps, 'nearly never' and "
+        "'rarely ever' under 10 % for at least 90 % of a layer's cells, 'multiple' at least two cells per model.",
+        "The paper's scatter shows 3-layer models; we count every LSTM and GRU the run trained, of every depth, and "
+        "compare layer 1 with deeper layers on the multi-layer ones.",
+        "The GRU's z is the weight on the candidate (h = (1 - z) h + z htilde, the papers' convention).",
+    )
+
+    def compute(self, ctx: Context) -> Result:
+        df = compute(ctx)
+        table = summary(df)
+        return Result(df, findings(table), tables={"summary": table})
+
+    def plot(self, result: Result):
+        return plot(result.table)
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """Per corpus and claim: our count beside the paper's words."""
+        t = result.tables["summary"]
+        rows = []
+        for _, r in t.iterrows():
+
+            def of(a, b, r=r):
+                return f"{int(r[a])} of {int(r[b])}" if pd.notna(r.get(a, np.nan)) else "—"
+
+            share = (f"{r['share_l1']:.1%} in layer 1, {r['share_deep']:.1%} deeper"
+                     if pd.notna(r.get("share_l1", np.nan)) else "—")  # fmt: skip
+            rows += [
+                {"corpus": r["corpus"], "claim": "LSTMs with 2+ integrators (f right >= 90 %)",
+                 "ours": of("lstm_multiple", "lstm_models"), "paper": "multiple cells"},
+                {"corpus": r["corpus"], "claim": "integrators among forget gates (multi-layer LSTMs)",
+                 "ours": share, "paper": "first layer diffuse, deeper layers saturated"},
+                {"corpus": r["corpus"], "claim": "layer 1 least saturated (multi-layer LSTMs, GRUs)",
+                 "ours": of("diffuse_holds", "diffuse_of"), "paper": "all models"},
+                {"corpus": r["corpus"], "claim": "forget gates left-saturated >= 90 %",
+                 "ours": of("f_left", "f_cells"), "paper": "none"},
+                {"corpus": r["corpus"], "claim": "output gates saturated >= 90 % on one side",
+                 "ours": of("o_stuck", "o_cells"), "paper": "none"},
+                {"corpus": r["corpus"], "claim": "GRU layer 1: r right < 10 %, z left < 10 % (share of cells)",
+                 "ours": f"{r['r_rare']:.0%}, {r['z_rare']:.0%}" if r["gru_models"] else "—",
+                 "paper": "nearly all"},
+            ]  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        return {"every model and layer: the counts behind each claim": per_layer(result.table)}
 
 
-def summary(df: pd.DataFrame) -> str:
-    """The paper's models only (LSTM and GRU); the ablations are in the table."""
-    found = findings(df)
-    lstm = found[found["model"].str.match(r"LSTM \d")]
-    integrators = lstm[lstm["finding"] == "forget gates as integrators"]
-    left = lstm[lstm["finding"] == "no feed-forward forget gate"]
-    gru = found[found["finding"].str.startswith("GRU layer 1")]
-    items = [
-        "forget-gate integrators (right-saturated >= 90% of steps) per LSTM: "
-        + ", ".join(f"{r['corpus']} {r['model']} {r['value']:.1f}" for _, r in integrators.iterrows()),
-        f"no left-saturated forget gate in {(left['verdict'] == 'found').sum()} of {len(left)} LSTMs",
-    ]
-    if not gru.empty:
-        r_rare = gru[gru["finding"].str.contains(" r ")]["value"]
-        z_rare = gru[gru["finding"].str.contains(" z ")]["value"]
-        items.append(f"GRU layer 1: r rarely right-saturated in {r_rare.min():.0%}-{r_rare.max():.0%} of cells, z "
-                     f"rarely left-saturated in {z_rare.min():.0%}-{z_rare.max():.0%}")  # fmt: skip
-    return "; ".join(items) + " (paper, 3-layer models: multiple integrators, none left-saturated; GRU: nearly all)"
-
-
-def notes(df: pd.DataFrame) -> list[str]:
-    return [
-        f"Thresholds from the paper: left-saturated < {LEFT}, right-saturated > {RIGHT}. The paper's words become "
-        f"numbers here: 'almost always' = at least {ALWAYS:.0%} of steps, 'nearly never' / 'rarely ever' = under "
-        f"{RARELY:.0%} of steps for at least {MOST:.0%} of a layer's cells, 'multiple' = at least {MULTIPLE} cells per "
-        "model, 'no cells' = none in any seed.",
-        f"Fractions come from a test excerpt of {int(df['steps'].iloc[0]):,} characters whose state is warmed up on "
-        "the characters before it; the paper used its test set. The figure shows the lowest seed of each model; the "
-        "table has every seed.",
-        "The GRU's z is the weight on the candidate (h = (1 - z) h + z htilde, the papers' convention), so a z "
-        "rarely left-saturated means the candidate is rarely ignored. The RNN and LSTM - GATES have no gates.",
-    ]
-
-
+ANALYSIS = Saturation()
 main = analysis_main(__name__)
 
 

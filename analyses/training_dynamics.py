@@ -14,7 +14,8 @@ to each n-NN (n = 1..6) and to each KenLM n-gram (n = 1..9: exact smoothed count
 even where an n-NN is undertrained), at the fixed sample of test positions where every stored Predictions keeps
 its full distribution (40 blocks of 500 positions: a snapshot is scored on them alone, a tenth of the split), and
 the test loss (exact) of the snapshot and of each baseline on that same sample;
-delta loss = baseline loss - snapshot loss, positive where the recurrent net is better (the paper's sign).
+delta loss = baseline loss - snapshot loss, positive where the recurrent net is better (the paper's sign). Each row
+also carries the epochs its model trained in all (`epochs_trained`, from its training curve).
 
 Precision. Distributions are stored in float16 (charlm.predictions): each stored log-probability errs by at most
 2^-11 of its size, or 2^-25 for the tiny ones of near-certain characters. The `kl_bound` column is an upper bound
@@ -28,16 +29,15 @@ from __future__ import annotations
 import sys
 from functools import cached_property, partial
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 
 from charlm.model import ARCH_LABELS
 from charlm.predictions import FLOAT16_TINY, FLOAT16_UNIT, sample_positions
 from corpora.errors import run_cli
 
-from .common import analysis_main, headline_id, report_order, source_digest, style
+from .base import Analysis, Claim, Finding, Result
+from .common import analysis_main, headline_id, report_order, source_digest
 from .context import Context, MissingInput, Needs
 
 TITLE = "Training dynamics against n-NN and n-gram baselines"
@@ -141,6 +141,15 @@ def _measure(ctx: Context, model: pd.Series, files: list[str], baselines: _Basel
     return {"kl": kl, "bound": bound, "loss": loss, "baseline_loss": baseline_loss}
 
 
+def epochs_trained(metrics: dict, model: pd.Series, train_chars: int) -> float:
+    """How many epochs a model trained in all: its training curve's last epoch, else its training characters over the
+    training split's (a model trained without a recorded curve)."""
+    curve = metrics.get("epochs") or []
+    if curve and curve[-1].get("epoch") is not None:
+        return float(curve[-1]["epoch"])
+    return float(model["chars_trained"]) / train_chars
+
+
 def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
     split = ctx.settings["split"]
     models = ctx.models(corpus=key, required=False)
@@ -179,11 +188,12 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
             "positions": int(positions.size),
         })  # fmt: skip
         frame["closest"] = frame["sym_kl"] == frame.groupby(["step", "baseline"])["sym_kl"].transform("min")
+        frame["epochs_trained"] = epochs_trained(ctx.metrics(model), model, train_chars)
         frames.append(frame)
     return frames
 
 
-# ----------------------------------------------------------------------------------------- the report
+# ----------------------------------------------------------------------------------------- views
 
 
 def label(r) -> str:
@@ -211,6 +221,8 @@ def resolved(df: pd.DataFrame) -> pd.Series:
 
 
 GROWS = ("in turn", "grows")  # the patterns that are the paper's growth: never down, through three orders or more
+PAPER_PATH = "1 -> 2 -> 3 -> 4"  # Fig 5 right: the 1-NN first, then the 2-, 3- and 4-NN in turn
+MIN_SNAPSHOTS = 2  # a model with fewer snapshots has no path of orders to judge
 
 
 def pattern(orders: list[int]) -> str:
@@ -230,6 +242,11 @@ def pattern(orders: list[int]) -> str:
     return "in turn" if visited == list(range(visited[0], visited[-1] + 1)) else "grows"
 
 
+def path(orders) -> str:
+    """The orders a model passes through, each once, in order: "1 -> 2 -> 6"."""
+    return " -> ".join(str(int(n)) for n in dict.fromkeys(orders))
+
+
 def reference(df: pd.DataFrame, corpus: str) -> str | None:
     """The model the figure details on a corpus: the headline LSTM among the models with snapshots (the suite's one
     rule, analyses.common.headline_id: the largest budget row, the deepest in it, as Fig 5's 3-layer LSTM, the
@@ -237,174 +254,221 @@ def reference(df: pd.DataFrame, corpus: str) -> str | None:
     return headline_id(df[df["corpus"] == corpus].drop_duplicates("model_id"))
 
 
-def _closest_grid(sub: pd.DataFrame, family: str) -> pd.DataFrame:
-    """Models x snapshots: the order n of the closest baseline of `family` (columns: training characters)."""
-    order = ordered(closest_orders(sub, family)).assign(model=lambda d: d.apply(label, axis=1))
-    models = list(dict.fromkeys(order["model"]))
-    grid = order.pivot_table(index="model", columns="chars", values="n", aggfunc="first").loc[models]
-    grid.columns = [
-        f"{c / 1e6:.3g}M" if c >= 1e6 else f"{c / 1e3:.3g}K" if c >= 1e3 else str(int(c)) for c in grid.columns
-    ]
-    return grid
-
-
-def plot(df: pd.DataFrame):
-    style()
-    corpora_ = list(dict.fromkeys(df["corpus"]))
-    n_models = df.groupby("corpus")["model_id"].nunique().max()
-    heat_height = 1.2 + 0.32 * n_models
-    fig = plt.figure(figsize=(20, (4.3 + heat_height) * len(corpora_)))
-    grid = fig.add_gridspec(2 * len(corpora_), 6, height_ratios=[4.3, heat_height] * len(corpora_))
-    for k, corpus in enumerate(corpora_):
-        sub = df[df["corpus"] == corpus]
-        ref = sub[sub["model_id"] == reference(df, corpus)]
-        name = label(ref.iloc[0])
-        top = [fig.add_subplot(grid[2 * k, 2 * j : 2 * j + 2]) for j in range(3)]
-        for ax, family in zip(top[:2], ("nnn", "ngram")):
-            part = ref[ref["baseline"] == family]
-            part = part.assign(sym_kl=part["sym_kl"].clip(lower=1e-4))  # a log axis: an exact 0 drawn at 1e-4
-            palette = sns.color_palette("viridis", part["n"].nunique())
-            sns.lineplot(data=part, x="chars", y="sym_kl", hue="n", palette=palette, marker="o", ax=ax, legend="full")
-            ax.set_yscale("log")
-            ax.set_ylabel("symmetric KL on test (nats/char)")
-            ax.set_title(f"{corpus}: {name} against each {FAMILY_LABELS[family]}")
-            ax.legend(title=f"{FAMILY_LABELS[family]} n", fontsize=7, title_fontsize=7, ncol=2)
-        part = ref[ref["baseline"] == "nnn"]
-        palette = sns.color_palette("viridis", part["n"].nunique())
-        sns.lineplot(data=part, x="chars", y="delta_loss", hue="n", palette=palette, marker="o", ax=top[2])
-        top[2].axhline(0, color="black", lw=0.8)
-        top[2].set_ylabel("n-NN loss - snapshot loss (nats/char)")
-        top[2].set_title(f"{corpus}: {name}, delta loss (> 0: the net is better)")
-        top[2].legend(title="n-NN n", fontsize=7, title_fontsize=7, ncol=2)
-        for ax in top:
-            ax.set_xscale("log")
-            ax.set_xlabel("training characters seen by the snapshot")
-        for j, family in enumerate(("nnn", "ngram")):
-            ax = fig.add_subplot(grid[2 * k + 1, 3 * j : 3 * j + 3])
-            closest = _closest_grid(sub, family)
-            sns.heatmap(closest, annot=True, fmt=".0f", cmap="viridis", cbar=False, ax=ax, linewidths=0.5,
-                        vmin=sub.loc[sub["baseline"] == family, "n"].min(),
-                        vmax=sub.loc[sub["baseline"] == family, "n"].max())  # fmt: skip
-            ax.set_xlabel("snapshot: training characters seen")
-            ax.set_ylabel("")
-            ax.set_title(f"{corpus}: the closest {FAMILY_LABELS[family]} (n) of every model's snapshots")
-            ax.tick_params(labelsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def _sequence(orders: pd.DataFrame) -> str:
-    return ", ".join(f"{int(n)}" for n in orders["n"])
-
-
-def caption(df: pd.DataFrame) -> str:
-    parts = []
-    for corpus, sub in df.groupby("corpus", sort=False):
-        nnn, grams = closest_orders(sub, "nnn"), closest_orders(sub, "ngram")
-        ref = reference(df, corpus)
-        r, g = nnn[nnn["model_id"] == ref], grams[grams["model_id"] == ref]
-        epochs = r["epoch"].to_numpy()
-        seen = " -> ".join(str(n) for n in dict.fromkeys(r["n"].astype(int)))
-        text = (
-            f"On {corpus}, the {len(r)} snapshots of the {label(r.iloc[0])} (from {epochs[0]:.4f} to {epochs[-1]:.2f} "
-            f"epochs) are closest, one after the other, to the n-NN of n = {_sequence(r)} (symmetric KL to the closest "
-            f"{r['sym_kl'].iloc[0]:.2f} nats at the first snapshot, {r['sym_kl'].iloc[-1]:.2f} at the last) and to the "
-            f"KenLM n-gram of n = {_sequence(g)}. "
-        )
-        text += {
-            "in turn": f"The closest n-NN passes through the orders in turn ({seen}), as the paper shows (1, 2, 3, 4).",
-            "grows": f"The closest n-NN grows through {len(set(r['n']))} orders ({seen}), as in the paper (1, 2, 3, "
-            "4), but skips orders between snapshots.",
-            "two orders": f"The closest n-NN moves through only two orders ({seen}): too few to show the paper's "
-            "growth through 1, 2, 3, 4.",
-            "constant": f"The closest n-NN is the same at every snapshot (n = {seen}): no growth, unlike the paper's "
-            "1, 2, 3, 4.",
-            "not monotone": f"The closest n-NN goes back down ({seen}): not the paper's progression (1, 2, 3, 4).",
-        }[pattern(list(r["n"]))]
-        kinds = {mid: pattern(list(m["n"])) for mid, m in nnn.groupby("model_id", sort=False)}
-        others = [f"{label(m.iloc[0])}: {_sequence(m)}" for mid, m in nnn.groupby("model_id", sort=False) if mid != ref]
-        if others:
-            text += (
-                f" Of all {len(kinds)} models, {sum(k != 'not monotone' for k in kinds.values())} never go back to a "
-                f"lower order; {sum(k in GROWS for k in kinds.values())} of {len(kinds)} rise through three orders or "
-                "more, "
-                f"{sum(k == 'in turn' for k in kinds.values())} of them in turn; "
-                "closest n-NN per snapshot for the others: " + "; ".join(others) + "."
-            )
-        last = sub[(sub["model_id"] == ref) & (sub["baseline"] == "nnn")]
-        last = last[last["step"] == last["step"].max()]
-        beaten = sorted(last.loc[last["delta_loss"] > 0, "n"])
-        text += (f" At its last snapshot the {label(r.iloc[0])} beats the n-NNs of n = "
-                 f"{', '.join(map(str, beaten)) or 'none'} in test loss.")  # fmt: skip
-        parts.append(text)
-    gap = resolved(df)
-    parts.append(
-        f"The float16 storage of the distributions changes no KL here by more than {df['kl_bound'].max():.3f} nats "
-        f"(the bound of charlm.predictions); the closest n-NN is ahead of the second closest by more than both their "
-        f"bounds at {int(gap.sum())} of {len(gap)} snapshots."
-    )
-    if df["epoch"].max() < 3:
-        last_epochs = df.groupby("corpus")["epoch"].max()
-        span = f"{last_epochs.min():.2f}" + (f" to {last_epochs.max():.2f}" if last_epochs.nunique() > 1 else "")
-        parts.append(
-            f"These models trained for only {span} epochs, so their snapshots span their whole "
-            f"training, not the paper's first 3 of 50 epochs, at {df.groupby('model_id')['step'].nunique().max()} "
-            "log-spaced points: the orders a model passes through between two snapshots are not seen."
-        )
-    nnn = df[df["baseline"] == "nnn"]
-    last = nnn[nnn["step"] == nnn.groupby("model_id")["step"].transform("max")]
-    beyond = last.groupby("model_id")["delta_loss"].min() > 0  # the last snapshot beats every n-NN
-    if beyond.all():
-        parts.append(
-            "Every model ends better than every n-NN in test loss, so the late snapshots are closest to the n-NN "
-            "that resembles them most, not to one that matches them; the KenLM n-grams, exact counts, are the firmer "
-            "yardstick there."
-        )
-    return " ".join(parts)
-
-
-def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """The report's table (the full one is the CSV): per model, the closest n-NN and n-gram at each snapshot, the
-    pattern, and the last snapshot's loss; the paper's LSTM last."""
+def per_model(df: pd.DataFrame) -> pd.DataFrame:
+    """The appendix: per model, its snapshots and their epochs, the closest n-NN and n-gram at each snapshot, the
+    pattern, the last snapshot's loss and KL, and the epochs it trained in all."""
     nnn, grams = ordered(closest_orders(df, "nnn")), closest_orders(df, "ngram")
     rows = []
     for (corpus, model_id), r in nnn.groupby(["corpus", "model_id"], sort=False):
         g = grams[(grams["corpus"] == corpus) & (grams["model_id"] == model_id)]
         rows.append({
-            "corpus": corpus, "model": label(r.iloc[0]), "snapshots": len(r),
-            "epochs": f"{r['epoch'].iloc[0]:.4f} - {r['epoch'].iloc[-1]:.2f}",
-            "closest n-NN by snapshot": _sequence(r), "pattern": pattern(list(r["n"])),
-            "closest n-gram by snapshot": _sequence(g), "last loss (nats)": r["loss"].iloc[-1],
-            "last KL to closest n-NN": r["sym_kl"].iloc[-1],
+            "corpus": corpus, "model": label(r.iloc[0]), "snapshots": len(r), "first epoch": r["epoch"].iloc[0],
+            "last epoch": r["epoch"].iloc[-1], "trained (epochs)": r["epochs_trained"].iloc[0],
+            "closest n-NN by snapshot": ", ".join(str(int(n)) for n in r["n"]),
+            "pattern": pattern(list(r["n"])) if len(r) >= MIN_SNAPSHOTS else "one snapshot",
+            "closest n-gram by snapshot": ", ".join(str(int(n)) for n in g["n"]),
+            "last loss (nats)": r["loss"].iloc[-1], "last KL to closest n-NN": r["sym_kl"].iloc[-1],
         })  # fmt: skip
-    rows.append({
-        "corpus": "warpeace (paper)", "model": "3-layer LSTM, Fig 5 right", "epochs": "0 - 3",
-        "closest n-NN by snapshot": "1, then 2, 3, 4", "pattern": "in turn",
-    })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def summary(df: pd.DataFrame) -> str:
-    items = []
+def summary(df: pd.DataFrame, horizon: float) -> pd.DataFrame:
+    """Per corpus, every number the findings state: the models with snapshots (with MIN_SNAPSHOTS or more, with one),
+    how many of the former never go back to a lower order, rise through three orders or more, in turn; the epochs the
+    snapshots span and the models trained; the headline model's path of closest n-NNs and n-grams, its last loss and
+    the n-NNs it beats; the float16 bound and how many snapshots it resolves; the models that end past every n-NN."""
+    rows = []
+    gap = resolved(df)
     for corpus, sub in df.groupby("corpus", sort=False):
+        nnn, grams = closest_orders(sub, "nnn"), closest_orders(sub, "ngram")
+        counts = nnn.groupby("model_id").size()
+        multi = counts[counts >= MIN_SNAPSHOTS].index
+        kinds = {m: pattern(list(nnn.loc[nnn["model_id"] == m, "n"])) for m in multi}
         ref = reference(df, corpus)
-        orders = closest_orders(sub)
-        r = orders[orders["model_id"] == ref]
-        items.append(f"{corpus} {label(r.iloc[0])}: closest n-NN by snapshot {_sequence(r)} ({pattern(list(r['n']))})")
-    return "; ".join(items) + " (paper: 1, then 2, 3, 4 in turn)"
+        r, g = nnn[nnn["model_id"] == ref], grams[grams["model_id"] == ref]
+        head = r.iloc[0]
+        last = sub[(sub["model_id"] == ref) & (sub["baseline"] == "nnn")]
+        last = last[last["step"] == last["step"].max()]
+        beaten = sorted(int(n) for n in last.loc[last["delta_loss"] > 0, "n"])
+        final = sub[sub["baseline"] == "nnn"]
+        final = final[final["step"] == final.groupby("model_id")["step"].transform("max")]
+        epochs = sub.drop_duplicates("model_id")["epochs_trained"]
+        rows.append({
+            "corpus": corpus, "models": int(counts.size), "multi": len(multi), "single": int((counts == 1).sum()),
+            "min_snapshots": MIN_SNAPSHOTS, "monotone": sum(k != "not monotone" for k in kinds.values()),
+            "grows": sum(k in GROWS for k in kinds.values()), "in_turn": sum(k == "in turn" for k in kinds.values()),
+            "horizon": float(horizon), "first_epoch": float(sub["epoch"].min()),
+            "last_epoch": float(sub["epoch"].max()),
+            "epochs_min": float(epochs.min()), "epochs_max": float(epochs.max()),
+            "points": int(counts.max()), "head": label(head), "head_type": ARCH_LABELS.get(head["arch"], head["arch"]),
+            "head_layers": int(head["layers"]), "head_size": int(head["size"]), "head_snapshots": len(r),
+            "head_path": path(r["n"]), "head_pattern": pattern(list(r["n"])), "head_first": int(r["n"].iloc[0]),
+            "head_last": int(r["n"].iloc[-1]), "head_orders": len(set(r["n"])), "head_ngram_path": path(g["n"]),
+            "head_loss": float(r["loss"].iloc[-1]), "head_last_epoch": float(r["epoch"].iloc[-1]),
+            "beaten": ", ".join(map(str, beaten)), "beaten_max": max(beaten) if beaten else 0,
+            "nnn_orders": int(last["n"].nunique()), "paper_path": PAPER_PATH,
+            "bound_max": float(sub["kl_bound"].max()), "resolved": int(gap.loc[corpus].sum()),
+            "snapshots_total": int(gap.loc[corpus].size),
+            "beyond": int((final.groupby("model_id")["delta_loss"].min() > 0).sum()),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
 
 
-def notes(df: pd.DataFrame) -> list[str]:
-    return [
-        "The paper compares a 3-layer LSTM over its first 3 epochs with the n-NNs; we compare every recurrent model "
-        "that kept training snapshots (log-spaced over its first epochs), with the n-NNs and with the KenLM n-grams.",
-        f"KL is averaged over the fixed sample of {int(df['positions'].iloc[0]):,} test positions where every stored "
-        "Predictions keeps its full distribution (charlm.predictions.sample_positions); losses are on the same sample.",
+def verdict(row) -> str:
+    """The headline model's closest n-NN: through the orders in turn from the 1-NN up to the 4-NN or beyond (Fig 5):
+    reproduced; never down and through three orders or more (skipping some): partly; else not reproduced; fewer than
+    MIN_SNAPSHOTS snapshots: untested."""
+    if row["head_snapshots"] < MIN_SNAPSHOTS:
+        return "untested"
+    if row["head_pattern"] == "in turn" and row["head_first"] == 1 and row["head_last"] >= 4:
+        return "reproduced"
+    return "partly" if row["head_pattern"] in GROWS else "not reproduced"
+
+
+def findings(table: pd.DataFrame) -> list[Finding]:
+    out = []
+    for _, r in table.iterrows():
+        v = {k: r[k] for k in r.index if not (isinstance(r[k], float) and np.isnan(r[k]))}
+        corpus = r["corpus"]
+        out.append(
+            Finding(
+                "{corpus}: the {head_layers}-layer {head_type}'s closest n-NN over {head_snapshots} snapshots in its "
+                "first {last_epoch:.2f} epochs: {head_path} (Fig 5: {paper_path})",
+                v,
+                verdict(r),
+                "td-fig5-growth",
+                corpus,
+            )
+        )
+        out.append(
+            Finding(
+                "{corpus}: snapshots up to epoch {last_epoch:.2f} (the first {horizon:g}, as Fig 5) of trainings that "
+                "lasted {epochs_min:g} to {epochs_max:g} epochs",
+                v,
+                corpus=corpus,
+            )
+        )
+        if r["multi"]:
+            out.append(
+                Finding(
+                    "{corpus}: {monotone} of {multi} models with {min_snapshots}+ snapshots never go back to a lower "
+                    "order, {grows} rise through three orders or more ({in_turn} in turn); {single} have one",
+                    v,
+                    corpus=corpus,
+                )
+            )
+        out.append(
+            Finding(
+                "{corpus}: over the same snapshots the {head_layers}-layer {head_type}'s closest KenLM "
+                "n-gram went {head_ngram_path}",
+                v,
+                corpus=corpus,
+            )
+        )
+        if r["beaten_max"]:
+            out.append(
+                Finding(
+                    "{corpus}: at its last snapshot (epoch {head_last_epoch:.2f}) the {head_layers}-layer {head_type} "
+                    "beats the n-NNs of n = {beaten} in test loss ({head_loss:.3f} nats/char)",
+                    v,
+                    corpus=corpus,
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "{corpus}: at its last snapshot (epoch {head_last_epoch:.2f}) the {head_layers}-layer {head_type} "
+                    "beats no n-NN in test loss ({head_loss:.3f} nats/char)",
+                    v,
+                    corpus=corpus,
+                )
+            )
+        out.append(
+            Finding(
+                "{corpus}: float16 storage moves no KL by more than {bound_max:.3f} nats; the closest n-NN leads the "
+                "second by more than both bounds at {resolved} of {snapshots_total} snapshots",
+                v,
+                corpus=corpus,
+            )
+        )
+        if r["beyond"]:
+            out.append(
+                Finding(
+                    "{corpus}: {beyond} of {models} models end better than every n-NN in test loss: late snapshots are "
+                    "only least unlike an n-NN, where the KenLM n-grams are firmer",
+                    v,
+                    corpus=corpus,
+                )
+            )
+    return out
+
+
+# ----------------------------------------------------------------------------------------- the analysis
+
+
+class TrainingDynamics(Analysis):
+    name = "training_dynamics"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    settings = SETTINGS
+    needs = NEEDS
+    claims = (
+        Claim("td-fig5-growth", "Karpathy et al. (2016) sec 4.3, Fig 5 right",
+              "over its first 3 epochs the LSTM is closest to the 1-NN at first, then to the 2-, 3- and 4-NN in turn",
+              "curves only: 1 -> 2 -> 3 -> 4 (no numbers)"),
+    )  # fmt: skip
+    shows = (
+        "Fig 5 right for the headline LSTM of each corpus: the symmetric KL of its snapshots to each n-NN and the "
+        "n-NNs' loss minus its loss against training characters, and below, the closest n-NN of every snapshot of "
+        "every model that kept two or more."
+    )
+    deviations = (
+        "We compare every recurrent model that kept training snapshots, with the n-NNs and with the KenLM n-grams; the "
+        "paper follows one 3-layer LSTM.",
+        "Snapshots are log-spaced over the first epochs, so the orders a model passes through between two snapshots "
+        "are not seen; most models kept four snapshots or one.",
+        "KL and losses are on a fixed sample of test positions (blocks of consecutive positions) where every stored "
+        "prediction keeps its full distribution, not the whole test set.",
         "The paper's n-NNs cross-validated their hidden size with the full recipe; ours chose it from the profile's "
         "grid, so an undertrained higher-order n-NN can sit closer to a weak net than its order suggests.",
-    ]
+    )
+
+    def compute(self, ctx: Context) -> Result:
+        df = compute(ctx)
+        table = summary(df, ctx.settings["max_epochs"])
+        return Result(df, findings(table), tables={"summary": table})
+
+    def plot(self, result: Result):
+        return plot(result.table)
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """Per corpus: the headline model's path of closest n-NNs beside Fig 5's, and how the other models move."""
+        t = result.tables["summary"]
+        rows = [{
+            "corpus": r["corpus"], "model": f"{r['head_type']}, {r['head_layers']} layers, width {r['head_size']}",
+            "snapshots up to epoch": f"{r['last_epoch']:.2f}",
+            "trained (epochs)": f"{r['epochs_min']:g}-{r['epochs_max']:g}",
+            "closest n-NN": r["head_path"], "closest n-gram": r["head_ngram_path"],
+            "models with 2+ snapshots: never down / 3+ orders / in turn":
+                f"{r['monotone']} / {r['grows']} / {r['in_turn']} of {r['multi']} ({r['single']} with one)",
+        } for _, r in t.iterrows()]  # fmt: skip
+        rows.append({"corpus": "warpeace (paper)", "model": "LSTM, 3 layers", "snapshots up to epoch": "3",
+                     "trained (epochs)": "up to 50", "closest n-NN": PAPER_PATH, "closest n-gram": "—",
+                     "models with 2+ snapshots: never down / 3+ orders / in turn": "—"})  # fmt: skip
+        return pd.DataFrame(rows)
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        return {"every model with snapshots: the closest n-NN and n-gram at each": per_model(result.table)}
 
 
+def plot(df: pd.DataFrame):
+    from .training_dynamics_plot import plot as draw
+
+    return draw(df)
+
+
+ANALYSIS = TrainingDynamics()
 main = analysis_main(__name__)
 
 

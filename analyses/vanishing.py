@@ -26,24 +26,29 @@ their code does). Below 1 the gradient has shrunk between the loss and mid-windo
 loss reads (dL_T/dc_T is 0 by construction): the ratio says how much of the gradient entering at the loss
 reaches the mid-window cell. Maini et al. report it when a classifier first reaches 95 % training accuracy
 (Table 2); a language model has no such moment, so here it is measured at initialisation, along training
-(snapshots) and at the best-on-validation checkpoint, and every caption says which.
+(snapshots) and at the best-on-validation checkpoint, and every finding says which.
 
 The table also keeps the far end over the middle, g_K / mean(g over the middle 10 %) (`ratio_far_mid`): the
 "first bin over the middle bins" of Maini et al.'s code (/work/shared/ANCHORS.md). In a BiLSTM that first bin is
 an end the loss touches; in a left-to-right language model it is the far end, which the loss does not touch,
 so it says how much further the gradient falls past mid-window, not how much of it reaches there. The two agree
 only for one geometric decay g_k ~ r^k (both r^(K/2)); a fast decay followed by a few long-memory cells gives a
-small ratio_mid_end and a ratio_far_mid near 1, which is why the captions name each by what it is.
+small ratio_mid_end and a ratio_far_mid near 1, so only ratio_mid_end is compared with Maini et al.
+
+The findings read the vanishing ratio on h, as it is defined, of each model's top layer; the same ratio with the
+memory cell at mid-window (||dL/dc_mid|| / ||dL/dh_end||) is named the c ratio wherever it is stated. Seeds are
+averaged (geometric mean) within one configuration (architecture, depth, width) only. Below: compute (the tidy
+table, one row per model, checkpoint, layer, state and lag), configurations (those means), comparisons (per corpus:
+the headline LSTM against Maini et al.'s BiLSTM range, the gated models against the RNN of the same budget row and
+depth), the findings, and the figure (analyses/vanishing_plot.py).
 """
 
 from __future__ import annotations
 
 import sys
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
 
 from charlm.gradients import (
@@ -57,9 +62,10 @@ from charlm.gradients import (
 from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
-from .common import analysis_main, style
+from .base import Analysis, Claim, Finding, Result
+from .common import analysis_main, headline_id, report_order
 from .context import Context, MissingInput, Needs
-from .maini import table2_range, table2_ratios
+from .maini import ratio_field, table2, table2_range
 
 TITLE = "Vanishing gradients: how far back one character's loss reaches"
 QUESTION = (
@@ -88,7 +94,8 @@ COLUMNS = [
     "corpus", "arch", "label", "budget", "size", "layers", "seed", "model_id", "group_id", "checkpoint", "chars",
     "layer", "state", "memory", "lag", "grad_norm", "ratio_mid_end", "ratio_far_mid",
 ]  # fmt: skip
-FACTOR = 10  # a caption says one ratio is larger or smaller than another only when they differ by this factor
+FACTOR = 10  # one ratio is larger or smaller than another only when they differ by this factor (a decade)
+GATED = ("lstm", "gru-paper", "gru")  # the gated models set against the RNN of the same budget row and depth
 
 
 # ------------------------------------------------------------------------------------------ the measurement
@@ -272,89 +279,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-# ------------------------------------------------------------------------------------------ views
-
-
-def headline(df: pd.DataFrame) -> pd.DataFrame:
-    """The memory state of each model's top layer (c where there is a cell, else h), one row per profile."""
-    top = df[(df["layer"] == df["layers"] - 1) & df["memory"]]
-    return top.drop_duplicates(["model_id", "checkpoint", "state"])
-
-
-def _order(df: pd.DataFrame) -> list[str]:
-    rank = {a: i for i, a in enumerate([*LABELS, *sorted(set(df["arch"]) - set(LABELS))])}
-    labels = df.drop_duplicates("label")[["label", "arch", "budget"]]
-    return list(labels.sort_values(["arch", "budget"], key=lambda c: c.map(rank) if c.name == "arch" else c)["label"])
-
-
-def plot(df: pd.DataFrame):
-    style()
-    corpora_ = sorted(df["corpus"].unique())
-    fig, axes = plt.subplots(len(corpora_), 3, figsize=(16, 4.6 * len(corpora_)), squeeze=False)
-    top = df[(df["layer"] == df["layers"] - 1) & df["memory"]]
-    palette = dict(zip(_order(df), sns.color_palette("tab10", n_colors=max(3, df["label"].nunique()))))
-    for axrow, corpus in zip(axes, corpora_):
-        sub = top[top["corpus"] == corpus]
-        for ax, checkpoint in zip(axrow[:2], ("init", "final")):
-            prof = sub[(sub["checkpoint"] == checkpoint) & (sub["grad_norm"] > 0)]
-            prof = prof.groupby(["label", "lag"], as_index=False)["grad_norm"].mean()  # mean over seeds of a group
-            sns.lineplot(data=prof, x="lag", y="grad_norm", hue="label", hue_order=[k for k in palette if k in
-                         set(prof["label"])], palette=palette, ax=ax)  # fmt: skip
-            ax.set_yscale("log")
-            ax.set_xlabel("lag k (characters back from the predicted one)")
-            ax.set_ylabel("mean ||dL_T / d state_{T-k}||  (c, or h without a cell)")
-            ax.set_title(f"{corpus}: {'at initialisation' if checkpoint == 'init' else 'after training'}")
-            ax.legend(title="", fontsize=8)
-        ax = axrow[2]
-        ratios = sub.drop_duplicates(["model_id", "checkpoint"])
-        ratios = (
-            ratios[ratios["ratio_mid_end"] > 0]
-            .groupby(["label", "checkpoint"], as_index=False)[["chars", "ratio_mid_end"]]
-            .mean()
-        )
-        sns.lineplot(
-            data=ratios, x="chars", y="ratio_mid_end", hue="label", palette=palette, marker="o", ax=ax, legend=False
-        )
-        ax.set_xscale("symlog", linthresh=1e3)  # linear below 1,000 characters: room for the initial model at 0
-        top_decade = int(np.ceil(np.log10(max(ratios["chars"].max(), 1e3))))
-        ticks = [0.0] + [10.0**e for e in range(3, top_decade + 1)]
-        ax.set_xticks(ticks, ["init"] + [f"$10^{e}$" for e in range(3, top_decade + 1)])
-        ax.set_xlim(0, ticks[-1])
-        ax.set_yscale("log")
-        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        ax.set_xlabel("training characters (0 = initialisation)")
-        ax.set_ylabel("vanishing ratio ||dL/d state_mid|| / ||dL/dh_end||")
-        ax.set_title(f"{corpus}: vanishing ratio along training (K = {int(df['lag'].max())})")
-    fig.tight_layout()
-    return fig
-
-
-def with_paper(df: pd.DataFrame) -> pd.DataFrame:
-    """Per model type: the vanishing ratio at initialisation and after training, the far end over the middle after
-    training (geometric mean over seeds), gradient norms at lags 50 and K after training; Maini et al.'s Table 2
-    below, in the vanishing-ratio column only (their task: a sentence classifier at 95 % training accuracy)."""
-    top = headline(df)
-    K = int(df["lag"].max())
-    rows = []
-    order = {label: i for i, label in enumerate(_order(df))}
-    top = top.assign(rank=top["label"].map(order)).sort_values(["corpus", "rank"])
-    for (corpus, label), sub in top.groupby(["corpus", "label"], sort=False):
-        final = sub[sub["checkpoint"] == "final"]
-        norms = df[df["model_id"].isin(final["model_id"]) & (df["checkpoint"] == "final")]
-        norms = norms[(norms["state"] == final["state"].iloc[0]) & (norms["layer"] == final["layer"].iloc[0])]
-        rows.append({
-            "source": f"ours, {corpus}", "model": label, "state": final["state"].iloc[0], "seeds": len(final),
-            "measured at": f"init; best-on-validation after {int(final['chars'].mean()):,} chars",
-            "vanishing ratio at init": geometric_mean(sub.loc[sub["checkpoint"] == "init", "ratio_mid_end"]),
-            "vanishing ratio trained": geometric_mean(final["ratio_mid_end"]),
-            "far end / mid trained": geometric_mean(final["ratio_far_mid"]),
-            "norm at lag 50": norms.loc[norms["lag"] == 50, "grad_norm"].mean(),
-            f"norm at lag {K}": norms.loc[norms["lag"] == K, "grad_norm"].mean(),
-        })  # fmt: skip
-    rows += [{"source": f"Maini et al. Table 2, {size} examples", "model": model, "state": "h",
-              "measured at": "95 % training accuracy", "vanishing ratio trained": ratio}
-             for model, size, ratio in table2_ratios()]  # fmt: skip
-    return pd.DataFrame(rows)
+# ------------------------------------------------------------------------------------------ per configuration
 
 
 def geometric_mean(values) -> float:
@@ -364,183 +289,252 @@ def geometric_mean(values) -> float:
         return float(np.exp(np.log(values).mean())) if values.size else float("nan")
 
 
-def _final_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """Geometric mean over seeds of the headline ratios (and the mean training characters), per corpus, budget
-    row, model type and checkpoint."""
-    top = headline(df).copy()
-    top["budget"] = top["budget"].fillna(-1)
-    keys = ["corpus", "budget", "arch", "label", "checkpoint"]
-    ratios = top.groupby(keys)[["ratio_mid_end", "ratio_far_mid"]].agg(geometric_mean)
-    return ratios.join(top.groupby(keys)["chars"].mean()).reset_index()
+def config_label(row) -> str:
+    """A configuration as the findings name it: "LSTM 3x69" (type, layers x width)."""
+    return f"{LABELS.get(row['arch'], row['arch'])} {int(row['layers'])}x{int(row['size'])}"
 
 
-def _by_arch(sub: pd.DataFrame, checkpoint: str) -> dict[str, pd.Series]:
-    return {r["arch"]: r for _, r in sub[sub["checkpoint"] == checkpoint].iterrows()}
+def top_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per model, checkpoint and state of its top layer: the two ratios (every lag row repeats them)."""
+    top = df[df["layer"] == df["layers"] - 1]
+    return top.drop_duplicates(["model_id", "checkpoint", "state"]).drop(columns=["lag", "grad_norm"])
 
 
-def compare(a: float, b: float, factor: float = FACTOR) -> str:
-    """'more' when a > factor x b, 'less' when a < b / factor, 'about as much' between; 'unknown' with a NaN."""
-    if np.isnan(a) or np.isnan(b):
-        return "unknown"
-    return "more" if a > factor * b else "less" if a * factor < b else "about as much"
+def configurations(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per corpus and configuration (group_id: architecture, depth, width; never pooled across them): the
+    top layer's vanishing ratio on h (h_init, h_final) and the c ratio where there is a cell (c_init, c_final),
+    geometric means over the configuration's seeds, the far end over the middle on h after training, the decades
+    training moved the ratio on h (orders_trained = log10 h_final / h_init), seeds and mean training characters."""
+    top = top_ratios(df)
+    rows = []
+    for (corpus, group_id), g in top.groupby(["corpus", "group_id"], sort=False):
+        first = g.iloc[0]
+        row = {"corpus": corpus, "arch": first["arch"], "label": config_label(first), "budget": first["budget"],
+               "layers": int(first["layers"]), "size": int(first["size"]), "seeds": g["model_id"].nunique(),
+               "chars": float(g.loc[g["checkpoint"] == "final", "chars"].mean()), "group_id": group_id}  # fmt: skip
+        for state in ("h", "c"):
+            for checkpoint in ("init", "final"):
+                at = g[(g["state"] == state) & (g["checkpoint"] == checkpoint)]
+                row[f"{state}_{checkpoint}"] = geometric_mean(at["ratio_mid_end"]) if len(at) else np.nan
+        final_h = g[(g["state"] == "h") & (g["checkpoint"] == "final")]
+        row["h_far_mid"] = geometric_mean(final_h["ratio_far_mid"]) if len(final_h) else np.nan
+        row["orders_trained"] = _log10(row["h_final"]) - _log10(row["h_init"])  # NaN where a gradient is gone
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    out["model_id"] = out["group_id"].map(top.drop_duplicates("group_id").set_index("group_id")["model_id"])
+    return report_order(out, "layers", "size").reset_index(drop=True)
 
 
-def _fold(a: float, b: float) -> str:
-    """How many times the larger of a and b is the smaller: '3.2e+05-fold' ('an unbounded factor' with a 0)."""
-    return f"{max(a, b) / min(a, b):.2g}-fold" if a > 0 and b > 0 else "by an unbounded factor"
+def _log10(x: float) -> float:
+    """log10, -inf for 0 (a gradient that is gone), NaN for NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.log10(np.float64(x)))
 
 
-def gradient_kept(first: str, a: float, second: str, b: float, where: str) -> str:
-    """One sentence comparing two vanishing ratios, `first`'s a against `second`'s b, by FACTOR."""
-    verdict = compare(a, b)
-    if verdict == "unknown":
-        return f"{first} and {second} cannot be compared{where}: a gradient at the loss is zero."
-    if verdict == "about as much":
-        return (
-            f"{first} keeps about as much of the gradient at mid-window as {second}{where} (within a factor of "
-            f"{FACTOR}: vanishing ratio {a:.2g} against {b:.2g})."
-        )
-    return (
-        f"{first} keeps {verdict} of the gradient at mid-window than {second}{where}: vanishing ratio {a:.2g} "
-        f"against {b:.2g}, {_fold(a, b)} {'larger' if verdict == 'more' else 'smaller'}."
-    )
+def place(ratio: float, lo: float, hi: float) -> tuple[str, float]:
+    """Where a ratio falls against a range: ("below" | "inside" | "above", how many times outside it (1 inside))."""
+    if ratio < lo:
+        return "below", (lo / ratio if ratio > 0 else np.inf)
+    return ("above", ratio / hi) if ratio > hi else ("inside", 1.0)
 
 
-def table2_place(ratio: float) -> str:
-    """Where a vanishing ratio falls against Maini et al.'s Table 2: its BiLSTM range and its pooled models'."""
-    bilstm, pooled = table2_range("BiLSTM"), table2_range(exclude="BiLSTM")
-    if np.isnan(ratio):
-        return "not measured"
-    if ratio < bilstm[0]:
-        return "below every value there"
-    if ratio <= bilstm[1]:
-        return "in the BiLSTM's range"
-    if ratio < pooled[0]:
-        return "between the BiLSTM's and the pooled models' ranges"
-    return "in the pooled models' range" if ratio <= pooled[1] else "above every value there"
+def maini_verdict(where: str, factor: float) -> str:
+    """Inside Maini et al.'s BiLSTM range: reproduced; outside it by less than FACTOR: partly (the same order of
+    magnitude, on another task); further: not reproduced."""
+    return "reproduced" if where == "inside" else ("partly" if factor < FACTOR else "not reproduced")
 
 
-def caption(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "No gradient profiles were computed."
+def per_model(df: pd.DataFrame) -> pd.DataFrame:
+    """The appendix: per model (seeds apart), its top layer's ratios at initialisation and after training, the far
+    end over the middle, and the gradient norms on h at lag 50 and K after training."""
     K = int(df["lag"].max())
-    finals = _final_ratios(df).query("checkpoint == 'final'")["chars"]
-    chars = f"{finals.min():,.0f}" if finals.min() == finals.max() else f"{finals.min():,.0f} to {finals.max():,.0f}"
-    parts = [
-        f"Gradient of the last character's loss with respect to the state k characters earlier (k = 0..{K}), "
-        "averaged over windows whose state is detached at their start; the lines show the memory state (c where "
-        "the model has a cell, else h) of the top layer. Vanishing ratio (Maini et al., as the notes define it) = "
-        f"||dL/dh_mid|| / ||dL/dh_end||: the mean gradient over the middle 10 % of lags (about {K // 2}) over the "
-        "gradient at lag 0, where the loss reads h (for c as well: dL/dc at lag 0 is zero by construction); below "
-        "1 the gradient has shrunk between the loss and mid-window. Measured at initialisation and at the "
-        f"best-on-validation checkpoint after training ({chars} characters), the lowest seed also at snapshots "
-        "(right); Maini et al. measure when a classifier first reaches 95 % training accuracy, a moment a language "
-        "model does not have. Ratios are geometric means over seeds."
-    ]
-    for (corpus, budget), sub in _final_ratios(df).groupby(["corpus", "budget"]):
-        trained, init = _by_arch(sub, "final"), _by_arch(sub, "init")
-        archs = [a for a in [*LABELS, *sorted(set(trained) - set(LABELS))] if a in trained]
-        items = ", ".join(
-            f"{trained[a]['label']} {trained[a]['ratio_mid_end']:.2g}"
-            + (f" (init {init[a]['ratio_mid_end']:.2g})" if a in init else "")
-            for a in archs
-        )
-        row = f"the {int(budget)} budget row" if budget >= 0 else "models of no budget row"
-        parts.append(f"On {corpus}, {row}, vanishing ratio after training (at initialisation): {items}.")
-        if "rnn" in init and "lstm" in init:
-            lstm, rnn = init["lstm"]["ratio_mid_end"], init["rnn"]["ratio_mid_end"]
-            parts.append(gradient_kept("The LSTM's cell", lstm, "the S-RNN's h", rnn, " at initialisation"))
-            if compare(lstm, rnn) == "less" and lstm > 0:
-                rate = lstm ** (1 / (K / 2))
-                parts.append(
-                    f"That is a factor of {rate:.2f} a step on average (the geometric rate giving this ratio over "
-                    f"{K // 2} lags): its forget gates start near sigmoid(0) = 0.5."
-                )
-        if "rnn" in trained and "lstm" in trained:
-            lstm, rnn = trained["lstm"]["ratio_mid_end"], trained["rnn"]["ratio_mid_end"]
-            parts.append(gradient_kept("The LSTM's cell", lstm, "the S-RNN's h", rnn, " after training"))
-        moved = {"more": [], "less": [], "about as much": []}
-        for a in archs:
-            t, i = trained[a]["ratio_mid_end"], init[a]["ratio_mid_end"] if a in init else np.nan
-            if compare(t, i) != "unknown":
-                moved[compare(t, i)].append(f"{trained[a]['label']} {_fold(t, i)}")
-        said = [
-            f"{verb} the vanishing ratio of {', '.join(moved[key])}"
-            for key, verb in (("more", "raised"), ("less", "lowered"), ("about as much", f"kept within {FACTOR}x"))
-            if moved[key]
-        ]
-        if said:
-            start = " (the notes' 'Vanishing Gradients @ Start of Training', for classifiers)" if moved["more"] else ""
-            parts.append(f"Training {'; '.join(said)}{start}.")
-        differ = [
-            f"{trained[a]['label']} (vanishing ratio {trained[a]['ratio_mid_end']:.2g}, far end over the middle "
-            f"{trained[a]['ratio_far_mid']:.2g})"
-            for a in archs
-            if compare(trained[a]["ratio_far_mid"], trained[a]["ratio_mid_end"]) in ("more", "less")
-        ]
-        if differ:
-            parts.append(
-                f"The far end over the middle (g_{K} / g_mid: how much further the gradient falls past mid-window; "
-                "Maini et al.'s code's first bin, an end the loss touches only in a BiLSTM) differs from the "
-                f"vanishing ratio by more than {FACTOR}x after training for {', '.join(differ)}: no single geometric "
-                "rate describes these profiles, and only the vanishing ratio compares with Maini et al."
-            )
+    top = top_ratios(df)
+    final_h = df[(df["checkpoint"] == "final") & (df["state"] == "h") & (df["layer"] == df["layers"] - 1)]
+    norms = final_h.pivot_table(index="model_id", columns="lag", values="grad_norm")
+    ratio = top.pivot_table(index="model_id", columns=["state", "checkpoint"], values="ratio_mid_end")
+    far = top[(top["state"] == "h") & (top["checkpoint"] == "final")].set_index("model_id")["ratio_far_mid"]
+    models = top.drop_duplicates("model_id").set_index("model_id")
+    get = lambda frame, key: frame[key] if key in frame else pd.Series(np.nan, index=models.index)  # noqa: E731
+    table = pd.DataFrame({
+        "corpus": models["corpus"], "model": models.apply(config_label, axis=1), "budget": models["budget"],
+        "seed": models["seed"], "characters": top.groupby("model_id")["chars"].max(),
+        "h at init": get(ratio, ("h", "init")), "h trained": get(ratio, ("h", "final")),
+        "c at init": get(ratio, ("c", "init")),
+        "c trained": get(ratio, ("c", "final")), "far end / mid (h, trained)": far,
+        "||dL/dh|| at lag 50": get(norms, 50), f"||dL/dh|| at lag {K}": get(norms, K),
+        "arch": models["arch"], "size": models["size"],
+    })  # fmt: skip
+    return report_order(table.reset_index(drop=True), "model", "seed").drop(columns=["arch", "size"])
+
+
+def comparisons(configs: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus: the headline LSTM's ratio on h after training against Maini et al.'s BiLSTM range ("maini"), and
+    the gated models (GATED) against the RNN of the same budget row and depth, after training and at initialisation
+    ("gates"). Every number a finding states is here."""
+    lo, hi = table2_range("BiLSTM")
+    rows = []
+    for corpus, sub in configs.groupby("corpus", sort=True):
+        lstm = sub[sub["arch"] == "lstm"]
+        if len(lstm):
+            head = lstm[lstm["model_id"] == headline_id(lstm.assign(seed=0))].iloc[0]
+            where, factor = place(head["h_final"], lo, hi)
+            rows.append({"corpus": corpus, "comparison": "maini", "label": head["label"], "layers": head["layers"],
+                         "size": head["size"], "seeds": head["seeds"], "ratio": head["h_final"],
+                         "ratio_c": head["c_final"], "c_over_h": head["c_final"] / head["h_final"]
+                         if head["h_final"] > 0 else np.nan, "ratio_init": head["h_init"],
+                         "orders_trained": head["orders_trained"], "maini_lo": lo, "maini_hi": hi, "place": where,
+                         "factor": factor, "chars": head["chars"], "ratio_log10": _log10(head["h_final"]),
+                         "ratio_c_log10": _log10(head["c_final"]), "log_base": 10})  # fmt: skip
+        rnn = sub[sub["arch"] == "rnn"].set_index(["budget", "layers"])
+        pairs = [(g, rnn.loc[(g["budget"], g["layers"])]) for _, g in sub[sub["arch"].isin(GATED)].iterrows()
+                 if (g["budget"], g["layers"]) in rnn.index]  # fmt: skip
+        if pairs:
+            after = [_log10(g["h_final"]) - _log10(r["h_final"]) for g, r in pairs]
+            init = [_log10(g["h_init"]) - _log10(r["h_init"]) for g, r in pairs]
+            lstm_init = [x for (g, _), x in zip(pairs, init) if g["arch"] == "lstm"]
+            rows.append({"corpus": corpus, "comparison": "gates", "of": len(pairs), "factor": FACTOR,
+                         "holds": sum(x > np.log10(FACTOR) for x in after), "orders_min": min(after),
+                         "orders_max": max(after), "lstm_of": len(lstm_init),
+                         "init_below": sum(x < 0 for x in lstm_init),
+                         "gated": " and ".join(dict.fromkeys(LABELS[g["arch"]] for g, _ in pairs))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def verdict(holds: int, of: int) -> str:
+    """Every matched pair holds: reproduced; at least half: partly; fewer: not reproduced; none: untested."""
+    if not of:
+        return "untested"
+    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+
+
+def findings(comp: pd.DataFrame, corpora_: list[str]) -> list[Finding]:
+    """Per corpus: the headline LSTM against Maini et al.'s BiLSTM (claim), the gated models against the RNN (claim),
+    then the c ratio, the start of training and what training did (new)."""
+    out = []
+    for corpus in corpora_:
+        sub = comp[comp["corpus"] == corpus].set_index("comparison") if len(comp) else pd.DataFrame()
+        maini = sub.loc["maini"] if "maini" in sub.index else None
+        gates = sub.loc["gates"] if "gates" in sub.index else None
+        if maini is not None:
+            v = {k: maini[k] for k in maini.index if not (isinstance(maini[k], float) and np.isnan(maini[k]))}
+            v["corpus"] = corpus
+            outside = {
+                "below": ", {factor:.1f} times below",
+                "above": ", {factor:.1f} times above",
+                "inside": ", inside",
+            }
+            out.append(Finding(
+                "{corpus}: the headline {label}'s vanishing ratio on h after training is " + ratio_field(v, "ratio")
+                + ", against Maini's BiLSTM {maini_lo:g} to {maini_hi:g}" + outside[maini["place"]], v,
+                maini_verdict(maini["place"], maini["factor"]), "van-maini-bilstm", corpus))  # fmt: skip
         else:
-            parts.append(
-                f"After training the far end over the middle (g_{K} / g_mid) agrees with the vanishing ratio within "
-                f"{FACTOR}x for every model here, as it would for a geometric decay."
-            )
-        if "lstm-srnn-hidden" in trained:
-            hidden = trained["lstm-srnn-hidden"]["ratio_mid_end"]
-            parts.append(
-                "In - S-RNN - HIDDEN the cell is the only recurrence (the gates read x only, so dL_T/dh_{T-k} = 0 "
-                f"for k > 0) and its c gradient is a plain product of forget gates: vanishing ratio {hidden:.2g}."
-            )
-        places = ", ".join(f"{trained[a]['label']} {table2_place(trained[a]['ratio_mid_end'])}" for a in archs)
-        parts.append(f"Against Maini et al.'s Table 2, after training: {places}.")
-    (b_lo, b_hi), (p_lo, p_hi) = table2_range("BiLSTM"), table2_range(exclude="BiLSTM")
-    parts.append(
-        f"Maini et al.'s Table 2 is of sentence classifiers at 95 % training accuracy (BiLSTM {b_lo:.2g} to "
-        f"{b_hi:.2g}, pooled models {p_lo:.2g} to {p_hi:.2g}), not language models at the end of training: compare "
-        "orders of magnitude, not values."
+            out.append(Finding("{corpus}: no LSTM was profiled", {"corpus": corpus}, "untested", "van-maini-bilstm",
+                               corpus))  # fmt: skip
+        if gates is not None:
+            w = {k: gates[k] for k in gates.index if not (isinstance(gates[k], float) and np.isnan(gates[k]))}
+            w["corpus"] = corpus
+            out.append(Finding(
+                "{corpus}: after training the gated models' vanishing ratio on h beats the same-row, same-depth RNN's "
+                "by more than {factor} times in {holds} of {of} pairs ({orders_min:+.1f} to {orders_max:+.1f} "
+                "decades)", w,
+                verdict(int(gates["holds"]), int(gates["of"])), "van-gates-help", corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: no gated model and RNN of the same budget row and depth to compare",
+                               {"corpus": corpus}, "untested", "van-gates-help", corpus))  # fmt: skip
+        if maini is not None and pd.notna(maini.get("ratio_c", np.nan)):
+            out.append(Finding(
+                "{corpus}: the {label}'s c ratio ||dL/dc_mid|| / ||dL/dh_end|| is " + ratio_field(v, "ratio_c") + ", "
+                "{c_over_h:.1f} times its vanishing ratio on h: more of the gradient reaches the cell", v,
+                corpus=corpus))  # fmt: skip
+        if gates is not None and gates["lstm_of"]:
+            out.append(Finding(
+                "{corpus}: at initialisation the LSTM's vanishing ratio on h is below the same-row, same-depth RNN's "
+                "in {init_below} of {lstm_of} pairs", w, corpus=corpus))  # fmt: skip
+        if maini is not None and np.isfinite(maini["orders_trained"]):
+            verb = "raised" if maini["orders_trained"] >= 0 else "lowered"
+            out.append(Finding(
+                "{corpus}: training on {chars:,.0f} characters " + verb + " the {label}'s vanishing ratio on h by "
+                "{change:.1f} decades from initialisation", {**v, "change": abs(maini["orders_trained"])},
+                corpus=corpus))  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the analysis
+
+
+class Vanishing(Analysis):
+    name = "vanishing"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    settings = SETTINGS
+    needs = NEEDS
+    claims = (
+        Claim("van-maini-bilstm", "Maini et al. (2020) Table 2 (the lecture notes, seed 004)",
+              "a BiLSTM's vanishing ratio ||dL/dh_mid|| / ||dL/dh_end|| when it reaches 95 % training accuracy",
+              "BiLSTM 0.005 (1K examples), 0.03 (5K), 0.06 (20K)"),
+        Claim("van-gates-help", "the lecture notes (seed 004); Maini et al. (2020)",
+              "the gated architecture helps the vanishing gradient problem of the simple RNN", ""),
+    )  # fmt: skip
+    shows = (
+        "Per corpus, the gradient of the last character's loss with respect to h of the top layer k characters back, "
+        "after training and at initialisation, for the largest budget row's one-layer models and the headline LSTM, "
+        "and their vanishing ratio on h along training beside Maini et al.'s BiLSTM range."
     )
-    return " ".join(parts)
-
-
-def notes(df: pd.DataFrame) -> list[str]:
-    return [
-        "Gradients are exact (autograd through the hand-written cells, one step at a time), per window, then "
-        "averaged; Maini et al. take the Frobenius norm over a batch of the mean loss, which weighs the windows "
-        "by their squared norm instead: the ratios differ by how skewed the per-window norms are.",
-        "The gradient with respect to c is that of the cell carried to the next step; c's use in h = o tanh(c) "
-        "within its own step is not counted (that is what makes dL_T/dc_T zero), the same for every architecture.",
-        "Only the lowest seed of each configuration is profiled at every snapshot; the other seeds at "
-        "initialisation and after training. Ratios near machine precision (1e-30 and below) mean the gradient "
-        "is gone, not a precise value.",
-    ]
-
-
-def summary(df: pd.DataFrame) -> str:
-    items = []
-    for corpus, sub in _final_ratios(df).groupby("corpus"):
-        budget = sub.groupby("budget")["arch"].nunique().idxmax()  # the row with most model types: the comparison
-        trained = _by_arch(sub[sub["budget"] == budget], "final")
-        picks = [a for a in ("rnn", "gru", "lstm", "lstm-srnn-hidden") if a in trained]
-        if picks:
-            items.append(
-                f"{corpus}: " + ", ".join(f"{trained[a]['label']} {trained[a]['ratio_mid_end']:.1g}" for a in picks)
-            )
-    K = int(df["lag"].max()) if len(df) else 0
-    (b_lo, b_hi), (p_lo, p_hi) = table2_range("BiLSTM"), table2_range(exclude="BiLSTM")
-    return (
-        f"Vanishing ratio ||dL/dh_mid|| / ||dL/dh_end|| (Maini et al.; mid = lag {K // 2} of {K}) at the "
-        "best-on-validation checkpoint: "
-        + "; ".join(items)
-        + f" (Maini et al. Table 2, classifiers at 95 % training accuracy: BiLSTM {b_lo:.2g}-{b_hi:.2g}, pooled "
-        f"{p_lo:.2g}-{p_hi:.2g})"
+    deviations = (
+        "Maini et al. measure sentence classifiers (BiLSTMs) when they first reach 95 % training accuracy; a language "
+        "model has no such moment, so we measure left-to-right language models at initialisation, along training and "
+        "at their best-on-validation checkpoint: compare orders of magnitude, not values.",
+        "The loss is that of the last character of a window whose state is detached at its start; the gradient is "
+        "averaged over windows (Maini et al. take the norm over a batch of the mean loss).",
+        "The c ratio (the memory cell at mid-window over h at the loss) is not Maini et al.'s ratio; it is stated "
+        "apart, named as such.",
+        "Only the lowest seed of each configuration is profiled at its snapshots; every seed at initialisation and "
+        "after training.",
     )
 
+    def compute(self, ctx: Context) -> Result:
+        df = compute(ctx)
+        configs = configurations(df)
+        comp = comparisons(configs)
+        return Result(df, findings(comp, sorted(df["corpus"].unique())), tables={"configs": configs,
+                                                                                 "comparisons": comp})  # fmt: skip
 
+    def plot(self, result: Result):
+        return plot(result.table)
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """Per corpus and type, at the largest budget row: the vanishing ratio on h after training at each depth,
+        at initialisation (1 layer), and the c ratio after training (1 layer)."""
+        c = result.tables["configs"]
+        rows = []
+        for (corpus, arch), g in c.groupby(["corpus", "arch"], sort=False):
+            g = g[g["budget"].fillna(g["size"]) == g["budget"].fillna(g["size"]).max()].set_index("layers")
+            row = {"corpus": corpus, "type": LABELS.get(arch, arch), "width": "/".join(map(str, g["size"]))}
+            for n in (1, 2, 3):
+                row[f"h, {n} layer{'s' if n > 1 else ''}"] = f"{g.loc[n, 'h_final']:.2g}" if n in g.index else "—"
+            one = g.loc[g.index.min()]
+            row["h at init"] = f"{one['h_init']:.2g}"
+            row["c ratio"] = f"{one['c_final']:.2g}" if pd.notna(one["c_final"]) else "—"
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def paper_table(self) -> pd.DataFrame:
+        return table2()
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        return {"every model's top layer: the vanishing ratio on h and the c ratio": per_model(result.table)}
+
+
+def plot(df: pd.DataFrame):
+    from .vanishing_plot import plot as draw
+
+    return draw(df)
+
+
+ANALYSIS = Vanishing()
 main = analysis_main(__name__)
 
 

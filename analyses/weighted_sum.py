@@ -32,26 +32,28 @@ For every architecture with such a cell (LSTM, - S-RNN, - S-RNN - OUT, - S-RNN -
      by their training-split frequency);
   4. gives each cell's memory span -1 / mean_t ln f_t (the geometric-mean timescale; -1 / ln mean f, the arithmetic
      one, overestimates it, see ANCHORS.md) and its distribution per layer and architecture.
+
+Below: compute (the tidy table, one row per observation), per_layer (the appendix: per model and layer), summary
+(per corpus and architecture, the counts every finding states), the findings; the figure (the heatmaps of the
+headline LSTM and of - S-RNN - OUT, and every cell's span per architecture) is analyses/weighted_sum_plot.py.
 """
 
 from __future__ import annotations
 
 import sys
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
 import torch
-from matplotlib.colors import LogNorm
 from scipy import stats
 
 from charlm import archs
 from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS, memory_weights
 from corpora.errors import UserError, run_cli
 
-from .common import BRIEF_TRAINING, analysis_main, chosen_archs, ordered_models, style
-from .context import Context
+from .base import Analysis, Claim, Finding, Result
+from .common import analysis_main, chosen_archs, ordered_models
+from .context import Context, Needs
 
 TITLE = "The memory cell as a weighted sum"
 QUESTION = "Does the cell compute Levy et al.'s element-wise weighted sum, which context does it weigh, and how long?"
@@ -63,6 +65,7 @@ TOLERANCE = 1e-4  # the identity "holds" when the max abs error is below this ti
 DIAGONAL_ALWAYS = 0.99  # "always the largest": the diagonal wins at 99 % of steps at least
 BPTT = 100  # Karpathy et al.'s unroll: spans beyond it reach past what truncated backprop sees
 MIN_OCCURRENCES = 5  # characters rarer than this in the excerpt are left out of the frequency correlation
+RARE_P = 0.05  # rarer characters are "remembered longer" when Spearman's rho is negative at this significance
 KEEP_RESOLVED = 1.0 - 2.0**-24  # float32 cannot tell a keep gate above this from 1: spans cap near 1.7e7
 
 CONTENT_FROM_INPUT = archs.names(content_from_input=True)  # ctilde_j = W_cx x_j: no history (Levy sec 3.1)
@@ -78,6 +81,7 @@ SETTINGS = {
     "sentence_length": 32,  # characters in each corpus's heatmap sentence
     "archs": list(GATED_ARCHS),  # architectures to analyse; one without a memory cell is an error
 }
+NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 COLUMNS = ["corpus", "arch", "size", "layers", "budget", "seed", "chars_trained", "model_id", "group_id", "layer",
            "measure", "cell", "t", "j", "char", "count", "steps", "value"]  # fmt: skip
 
@@ -121,12 +125,15 @@ def weight_rms(w: np.ndarray) -> np.ndarray:
 
 
 def _cell_parts(arch: str, trace: dict, layer: int) -> tuple[np.ndarray, ...]:
-    """(write, keep, content, state) of a traced layer, float64: i, f, ctilde, c (LSTM family); z, 1 - z, htilde, h."""
+    """(write, keep, content, state) of a traced layer, float64: i, f, ctilde, c (LSTM family); z, 1 - z, htilde, h
+    (the GRUs, minGRU); minLSTM's normalised i', f', htilde, h. Read off the record: its weights, memory, content."""
+    record = archs.REGISTRY[arch]
     get = lambda name: trace[f"layers.{layer}.{name}"].astype(np.float64)  # noqa: E731
-    if arch in GRU_ARCHS:
+    content = get("ctilde" if "ctilde" in record.internals else "htilde")
+    if record.weights == "z":
         z = get("z")
-        return z, 1.0 - z, get("htilde"), get("h")
-    return get("i"), get("f"), get("ctilde"), get("c")
+        return z, 1.0 - z, content, get(record.memory)
+    return get("i"), get("f"), content, get(record.memory)
 
 
 def sentence_start(text: bytes, length: int) -> int:
@@ -286,7 +293,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     return df.reindex(columns=COLUMNS)
 
 
-# ------------------------------------------------------------------------------------------ the paper's findings
+# ------------------------------------------------------------------------------------------ the paper's claims
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
@@ -294,240 +301,195 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _retention_by_char(g: pd.DataFrame) -> pd.DataFrame:
-    """Per character of one group and layer: training count, occurrences in the excerpt, retention (seed mean)."""
+    """Per character of one model's layer: training count, occurrences in the excerpt, retention (mean over the
+    rows given: seeds, when a caller pools them)."""
     r = g[g["measure"] == "retention"]
     per = r.groupby("char").agg(count=("count", "first"), seen=("steps", "mean"), retention=("value", "mean"))
     return per[per["seen"] >= MIN_OCCURRENCES].sort_values("retention")
 
 
-CHECK, FINDING = "implementation check", "finding"  # what a row of findings() is: algebra checked, or a measurement
-
-
-def _layer_findings(g: pd.DataFrame) -> list[tuple]:
-    """(finding, paper's words, value, our words, found / None when the paper has no number, CHECK or FINDING) for
-    one group's layer."""
-    value = lambda name: g.loc[g["measure"] == name, "value"]  # noqa: E731
-    error, scale, check = (
-        value("identity_error").max(),
-        value("state_max").max(),
-        int(g.loc[g["measure"] == "identity_error", "steps"].iloc[0]),
-    )
-    out = [("eq. 8 identity", "an identity for any gate values (a check of the trace and this code)", error,
-            f"max |error| {error:.1e} over {check:,} steps (|state| up to {scale:.1f})",
-            error <= TOLERANCE * max(1.0, scale), CHECK)]  # fmt: skip
-    if g["arch"].isin(GRU_ARCHS).any():
-        sum_error = value("sum_error").max()
-        words = f"max |sum_j w_j^t + prod(1 - z) - 1| = {sum_error:.1e}"
-        paper = "a weighted average, since the gates are coupled (footnote 1): algebra, a check of this code"
-        out.append(("GRU weights sum to one", paper, sum_error, words, sum_error <= TOLERANCE, CHECK))
-    diagonal = value("diagonal").mean()
-    out.append(("diagonal weight largest", "the weights on the diagonal are always the largest", diagonal,
-                f"largest at j = t at {diagonal:.1%} of steps", diagonal >= DIAGONAL_ALWAYS, FINDING))  # fmt: skip
-    per = _retention_by_char(g)
-    if len(per) >= 3:
-        rho, p = stats.spearmanr(per["count"], per["retention"])
-        words = (f"Spearman rho(training count, retention) = {rho:+.2f} (p = {p:.2g}) over {len(per)} characters; "
-                 f"longest: {' '.join(per.index[::-1][:4])}; shortest: {' '.join(per.index[:4])}")  # fmt: skip
-        paper = "function words quickly forgotten, infrequent words remembered over very long distances (words)"
-        out.append(("rare context remembered longer", paper, rho, words, rho < 0 and p < 0.05, FINDING))
-    spans = value("span")
-    beyond = (spans > BPTT).mean()
-    out.append(("memory span", "(no number in the paper)", float(spans.median()),
-                f"median {spans.median():.2f}, 90th percentile {spans.quantile(0.9):.1f}, max {spans.max():.0f} "
-                f"characters; {beyond:.0%} of cells beyond {BPTT}", None, FINDING))  # fmt: skip
-    return out
-
-
-def findings(df: pd.DataFrame) -> pd.DataFrame:
-    """The paper's claims for every group (corpus, architecture, shape) and layer, seeds pooled: number and verdict."""
+def per_layer(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per model (seeds apart) and layer: the identity's error and its verdict, the GRU's sum, the diagonal's
+    share, the rare-character correlation with the characters held longest and shortest, the memory spans."""
     rows = []
-    for (corpus, model, _, layer), g in _ordered(df).groupby(["corpus", "model", "group_id", "layer"], sort=False):
-        for finding, paper, value, words, found, kind in _layer_findings(g):
-            verdict = (("passed" if found else "FAILED") if kind == CHECK
-                       else "no paper number" if found is None else ("found" if found else "not found"))  # fmt: skip
+    keys = ["corpus", "arch", "model", "shape", "model_id", "seed", "layer"]
+    for (corpus, arch, model, shape, model_id, seed, layer), g in _ordered(df).groupby(keys, sort=False):
+        value = lambda name, g=g: g.loc[g["measure"] == name, "value"]  # noqa: E731
+        error, scale = float(value("identity_error").max()), float(value("state_max").max())
+        sums = value("sum_error")
+        per = _retention_by_char(g)
+        rho, p = stats.spearmanr(per["count"], per["retention"]) if len(per) >= 3 else (np.nan, np.nan)
+        spans = value("span")
+        rows.append({
+            "corpus": corpus, "arch": arch, "model": model, "shape": shape, "seed": int(seed), "layer": int(layer),
+            "identity_error": error, "state_max": scale, "identity_holds": bool(error <= TOLERANCE * max(1.0, scale)),
+            "sum_error": float(sums.max()) if len(sums) else np.nan,
+            "sum_holds": bool(sums.max() <= TOLERANCE) if len(sums) else None,
+            "diagonal": float(value("diagonal").mean()), "rho": float(rho), "p": float(p), "characters": len(per),
+            "rare_longer": bool(rho < 0 and p < RARE_P) if len(per) >= 3 else None,
+            "held_longest": " ".join(per.index[::-1][:4]), "held_shortest": " ".join(per.index[:4]),
+            "span_median": float(spans.median()), "span_p90": float(spans.quantile(0.9)),
+            "span_max": float(spans.max()), "beyond_bptt": float((spans > BPTT).mean()), "model_id": model_id,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summary(layers: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus and architecture (then arch "all": the corpus's every model), the counts the findings state: model
+    layers whose identity holds, the largest error, the GRU's sums, the diagonal's share (smallest, largest, layers
+    at DIAGONAL_ALWAYS or more), the rare-character correlation (layers where it holds, rho's range), and the memory
+    spans of every cell (median, 90th percentile, share beyond BPTT), with the thresholds."""
+    rows = []
+    spans = df[df["measure"] == "span"]
+    for corpus, sub in layers.groupby("corpus", sort=True):
+        groups = [(a, g) for a, g in sub.groupby("arch", sort=False)] + [("all", sub)]
+        for arch, g in groups:
+            cells = spans[(spans["corpus"] == corpus) & ((spans["arch"] == arch) if arch != "all" else True)]["value"]
+            sums, rare = g[g["sum_holds"].notna()], g[g["rare_longer"].notna()]
             rows.append({
-                "corpus": corpus, "model": model, "seeds": g["model_id"].nunique(), "layer": int(layer),
-                "kind": kind, "finding": finding, "paper": paper, "value": float(value), "ours": words,
-                "verdict": verdict,
+                "corpus": corpus, "arch": arch, "label": LABELS.get(arch, "every model"),
+                "models": g["model_id"].nunique(), "layers": len(g), "identity_passed": int(g["identity_holds"].sum()),
+                "identity_max_error": g["identity_error"].max(), "state_max": g["state_max"].max(),
+                "gru_layers": len(sums), "sum_passed": int(sums["sum_holds"].astype(bool).sum()),
+                "sum_max_error": sums["sum_error"].max() if len(sums) else np.nan,
+                "diagonal_min": g["diagonal"].min(), "diagonal_max": g["diagonal"].max(),
+                "diagonal_always": int((g["diagonal"] >= DIAGONAL_ALWAYS).sum()),
+                "rare_of": len(rare), "rare_found": int(rare["rare_longer"].astype(bool).sum()),
+                "rho_min": rare["rho"].min() if len(rare) else np.nan,
+                "rho_max": rare["rho"].max() if len(rare) else np.nan,
+                "span_median": cells.median(), "span_p90": cells.quantile(0.9), "beyond_bptt": (cells > BPTT).mean(),
+                "tolerance": TOLERANCE, "always": DIAGONAL_ALWAYS, "p_max": RARE_P, "bptt": BPTT,
             })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-with_paper = findings  # the report's table: the paper's claims beside our numbers (the long table is the CSV)
+def verdict(holds: int, of: int) -> str:
+    """Every model layer holds: reproduced; at least half: partly; fewer: not reproduced; none to test: untested."""
+    if not of:
+        return "untested"
+    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
 
 
-# ------------------------------------------------------------------------------------------ figure and words
+def findings(table: pd.DataFrame) -> list[Finding]:
+    """Per corpus: the identity (an implementation check: every layer or it is a bug), the GRU's weighted average,
+    the diagonal, the rare characters (Levy et al.'s claims), then the memory spans per architecture (new)."""
+    out = []
+    for corpus, sub in table.groupby("corpus", sort=True):
+        every = sub[sub["arch"] == "all"].iloc[0]
+        v = {k: every[k] for k in every.index if not (isinstance(every[k], float) and np.isnan(every[k]))}
+        identity = "reproduced" if every["identity_passed"] == every["layers"] else "not reproduced"  # algebra
+        out.append(Finding(
+            "{corpus}: eq 8 rebuilds the traced state to within {tolerance:g} of its scale in {identity_passed} of "
+            "{layers} layers of {models} models (largest error {identity_max_error:.6f})", v, identity, "ws-eq8",
+            corpus))  # fmt: skip
+        if every["gru_layers"]:
+            out.append(Finding(
+                "{corpus}: the GRU's weights and its carried term sum to one within {tolerance:g} in {sum_passed} of "
+                "{gru_layers} GRU layers", v,
+                "reproduced" if every["sum_passed"] == every["gru_layers"] else "not reproduced", "ws-gru-average",
+                corpus))  # fmt: skip
+        out.append(Finding(
+            "{corpus}: the current character's weight is its column's largest at {diagonal_min:.1%} to "
+            "{diagonal_max:.1%} of steps across {layers} model layers, against the paper's 'always'", v,
+            verdict(int(every["diagonal_always"]), int(every["layers"])), "ws-diagonal", corpus))  # fmt: skip
+        if every["rare_of"]:
+            out.append(Finding(
+                "{corpus}: characters rarer in training are held longer (negative Spearman rho, p < {p_max}) in "
+                "{rare_found} of {rare_of} model layers (rho {rho_min:+.2f} to {rho_max:+.2f})", v,
+                verdict(int(every["rare_found"]), int(every["rare_of"])), "ws-rare", corpus))  # fmt: skip
+        else:
+            out.append(Finding("{corpus}: too few characters recur in the excerpt to correlate", v, "untested",
+                               "ws-rare", corpus))  # fmt: skip
+        archs = sub[sub["arch"] != "all"].set_index("arch")
+        longest = archs["span_median"].idxmax()
+        w = {**v, "longest": archs.loc[longest, "label"], "longest_span": archs.loc[longest, "span_median"]}
+        for name, arch in (("lstm", "lstm"), ("gru", "gru-paper" if "gru-paper" in archs.index else "gru")):
+            if arch in archs.index:
+                w[name] = archs.loc[arch, "span_median"]
+        parts = [p for p in ("lstm", "gru") if p in w]
+        said = ", ".join({"lstm": "{lstm:.2f} characters (LSTMs)", "gru": "{gru:.2f} (GRUs)"}[p] for p in parts)
+        out.append(Finding(
+            "{corpus}: median memory span per cell " + (said + ", " if said else "") + "longest {longest_span:.2f} "
+            "({longest}); {beyond_bptt:.1%} of cells reach beyond {bptt} characters", w, corpus=corpus))  # fmt: skip
+    return out
 
 
-def _heatmap(ax, sub: pd.DataFrame, title: str, ylabel: str, yticks: bool) -> object:
-    """||w_j^t|| over the sentence: t (current) on x, j (context) on y, the carried state as the top row; log colour."""
-    size = int(sub["t"].max()) + 1
-    grid = np.full((size + 1, size), np.nan)
-    grid[sub["j"].astype(int) + 1, sub["t"].astype(int)] = sub["value"]
-    chars = sub[sub["j"] == sub["t"]].sort_values("t")["char"].tolist()
-    top = np.nanmax(grid)
-    norm = LogNorm(vmin=top * 1e-3, vmax=top)
-    image = ax.imshow(np.clip(grid, top * 1e-3, None), cmap="Greys", norm=norm, aspect="auto", interpolation="nearest")
-    ax.set_xticks(range(size), chars, fontsize=5.5, family="monospace")
-    ax.set_yticks(range(size + 1), ["c0"] + chars if yticks else [], fontsize=5.5, family="monospace")
-    ax.tick_params(length=0, pad=1)
-    ax.grid(False)
-    ax.set_title(title, fontsize=8)
-    ax.set_xlabel("current position t", fontsize=8)
-    ax.set_ylabel(ylabel, fontsize=8)
-    return image
+# ------------------------------------------------------------------------------------------ the analysis
+
+
+class WeightedSum(Analysis):
+    name = "weighted_sum"
+    title = TITLE
+    question = QUESTION
+    source = PAPER_SOURCE
+    settings = SETTINGS
+    needs = NEEDS
+    claims = (
+        Claim("ws-eq8", "Levy et al. (2018) eq 8",
+              "the memory cell is an element-wise weighted sum of the content vectors, c_t = sum_j w_j^t ctilde_j",
+              "an identity of the recurrence (it checks our traces and code, not training)"),
+        Claim("ws-gru-average", "Levy et al. (2018), review version, footnote 1",
+              "the GRU computes weighted averages, since its gates are coupled", "an identity"),
+        Claim("ws-diagonal", "Levy et al. (2018) appendix A, Table 5", "the weights on the diagonal are always the "
+              "largest", "always"),
+        Claim("ws-rare", "Levy et al. (2018) appendix A", "frequent words are quickly forgotten, infrequent ones "
+              "remembered over very long distances", "words only (a word-level model)"),
+    )  # fmt: skip
+    shows = (
+        "Levy et al.'s appendix heatmap, the weight ||w_j^t|| of each context position j (rows, the carried state on "
+        "top) in the cell at position t (columns) over one sentence, for the headline LSTM and the ablation whose "
+        "content reads its input alone; below, every cell's memory span per architecture."
+    )
+    deviations = (
+        "Eq 8 and the GRU's weighted average are algebra: rebuilding each traced state from its own gates checks our "
+        "traces and code, not a property of trained models.",
+        "Reading w_j^t as the weight on the character at j is literal only in the first layer of the ablations whose "
+        "content reads the input alone (- S-RNN, - S-RNN - OUT, - S-RNN - HIDDEN); in the LSTM and the GRU the "
+        "content at j reads the previous state, a summary of the whole prefix.",
+        "The appendix's claim on frequent and rare words is tested on characters, by their training-split counts.",
+        "Heatmaps use a log colour scale (the paper's darkness is linear) and the root-mean-square weight "
+        "||w||_2 / sqrt(H), so models of different widths share a scale.",
+        "Memory span is -1 / mean ln f per cell (for a constant f, the steps over which a stored value decays by e); "
+        "the paper gives no span.",
+    )
+
+    def compute(self, ctx: Context) -> Result:
+        df = compute(ctx)
+        table = summary(per_layer(df), df)
+        return Result(df, findings(table), tables={"summary": table})
+
+    def plot(self, result: Result):
+        return plot(result.table)
+
+    def summary_table(self, result: Result) -> pd.DataFrame:
+        """Per corpus and architecture: the identity, the diagonal, the rare characters and the spans."""
+        t = result.tables["summary"]
+        t = t[t["arch"] != "all"]
+        return pd.DataFrame({
+            "corpus": t["corpus"], "model type": t["label"], "models (layers)": [
+                f"{m} ({n})" for m, n in zip(t["models"], t["layers"])],
+            "eq 8 holds": [f"{a} of {b}" for a, b in zip(t["identity_passed"], t["layers"])],
+            "largest error": t["identity_max_error"].map(lambda e: f"{e:.1e}"),
+            "diagonal largest (% of steps)": [f"{100 * a:.1f}-{100 * b:.1f}" for a, b in
+                                              zip(t["diagonal_min"], t["diagonal_max"])],
+            "rare held longer": [f"{a} of {b}" if b else "—" for a, b in zip(t["rare_found"], t["rare_of"])],
+            "median span (chars)": t["span_median"].round(2), "90th percentile": t["span_p90"].round(1),
+            f"cells beyond {BPTT}": t["beyond_bptt"].map(lambda x: f"{x:.1%}"),
+        })  # fmt: skip
+
+    def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
+        layers = per_layer(result.table)
+        return {"every model and layer: the identity, the diagonal, rare characters and spans": layers.drop(
+            columns=["arch", "shape", "model_id", "characters"])}  # fmt: skip
 
 
 def plot(df: pd.DataFrame):
-    """Top: Levy et al.'s appendix heatmap per corpus (rows) and model (columns); bottom: memory spans per cell."""
-    style()
-    df = _ordered(df)
-    weights = df[(df["measure"] == "weight") & (df["layer"] == 1)]
-    corpora_ = sorted(df["corpus"].unique())
-    shapes = list(dict.fromkeys(df.sort_values(["order", "size"], ascending=[True, False])["shape"]))
-    n_layers = int(df["layers"].max())
-    fig = plt.figure(figsize=(2.9 * len(shapes) + 1.2, 3.1 * len(corpora_) + 3.4))
-    grid = fig.add_gridspec(len(corpora_) + 1, len(shapes), height_ratios=[1] * len(corpora_) + [1.05],
-                            hspace=0.4, wspace=0.12, top=0.93)  # fmt: skip
-    heat_axes, image = [], None
-    for r, corpus in enumerate(corpora_):  # the same sentence along a row: characters on the first panel's y axis
-        for c, shape in enumerate(shapes):
-            sub = weights[(weights["corpus"] == corpus) & (weights["shape"] == shape)]
-            if sub.empty:
-                continue
-            sub = sub[sub["model_id"] == sub["model_id"].iloc[0]]  # one model per panel, whatever the index holds
-            ax = fig.add_subplot(grid[r, c])
-            ylabel = f"{corpus}\ncontext position j" if c == 0 else ""
-            image = _heatmap(ax, sub, sub["model"].iloc[0], ylabel, yticks=c == 0)
-            heat_axes.append(ax)
-    if image is not None:
-        fig.colorbar(image, ax=heat_axes, shrink=0.7, pad=0.01, label=r"$\|w_j^t\|_2 / \sqrt{H}$ (log scale)")
-    fig.suptitle("Weights of the memory cell's sum over one sentence (layer 1; Levy et al. appendix A, Table 5), "
-                 "and memory spans", y=0.98)  # fmt: skip
-    spans = df[df["measure"] == "span"].assign(layer=lambda d: "layer " + d["layer"].astype(int).astype(str))
-    span_grid = grid[len(corpora_), :].subgridspec(1, len(corpora_), wspace=0.12)
-    for k, corpus in enumerate(corpora_):
-        ax = fig.add_subplot(span_grid[0, k])
-        sub = spans[spans["corpus"] == corpus]
-        hue = "layer" if n_layers > 1 else None
-        shade = {"palette": "dark:0.85"} if hue else {"color": "0.85"}  # layers: greys from dark to light
-        sns.boxplot(data=sub, x="model", y="value", hue=hue, log_scale=True, showfliers=False, ax=ax, **shade)
-        sns.stripplot(data=sub, x="model", y="value", hue=hue, dodge=hue is not None, log_scale=True, size=2,
-                      alpha=0.5, ax=ax, legend=False)  # fmt: skip
-        ax.axhline(BPTT, color="C3", lw=0.8, ls="--")
-        ax.text(0.01, BPTT, f" {BPTT}: the BPTT unroll", color="C3", fontsize=7, va="bottom",
-                transform=ax.get_yaxis_transform())  # fmt: skip
-        ax.set_title(f"{corpus}: memory span per cell, -1 / mean ln f", fontsize=9)
-        ax.set_xlabel("")
-        ax.set_ylabel("span (characters, log scale)" if k == 0 else "")
-        ax.tick_params(axis="x", rotation=20, labelsize=7)
-    return fig
+    from .weighted_sum_plot import plot as draw
+
+    return draw(df)
 
 
-def _context_reading(df: pd.DataFrame) -> str:
-    """Whom the heatmap's per-context-character reading applies to: the models whose content is history-free."""
-    models = _ordered(df).drop_duplicates("model")
-    literal = models[models["arch"].isin(CONTENT_FROM_INPUT)]["model"].tolist()
-    others = models[~models["arch"].isin(CONTENT_FROM_INPUT)]["model"].tolist()
-    text = "Reading w_j^t as the weight on the character at j (Levy et al.'s appendix) is literal "
-    if literal:
-        text += f"for {', '.join(literal)}, whose content ctilde_j = W_cx x_j depends on that character alone (layer 1)"
-    else:
-        names = ", ".join(LABELS[a] for a in CONTENT_FROM_INPUT)
-        text += f"only for the ablations whose content does not depend on history ({names}: ctilde_j = W_cx x_j), "
-        text += "and none is analysed here"
-    if others:
-        text += (f"; in {', '.join(others)} the content at j reads h_{{j-1}}, so w_j^t weighs a summary of the whole "
-                 "prefix up to j, not one character")  # fmt: skip
-    return text + "."
-
-
-def caption(df: pd.DataFrame) -> str:
-    found = findings(df)
-    ident = found[found["finding"] == "eq. 8 identity"]
-    failed = ident[ident["verdict"] != "passed"]
-    parts = [
-        "Implementation check, not a finding: eq. 8 is an identity (unrolling c_t = f_t c_{t-1} + i_t ctilde_t gives "
-        "it for any gate values, trained or not), so rebuilding each traced state from its own gates checks the trace "
-        f"and this code. It passes in {len(ident) - len(failed)} of {len(ident)} model layers (max abs error "
-        f"{ident['value'].max():.1e}, tolerance {TOLERANCE:g} x the state's scale), the state carried in from the "
-        "text before the excerpt entering as the (prod f) c_0 term"
-        + (
-            "."
-            if failed.empty
-            else "; it FAILS for "
-            + ", ".join(f"{r['corpus']} {r['model']} layer {r['layer']}" for _, r in failed.iterrows())
-            + ": their traces or this code are wrong."
-        )  # fmt: skip
-    ]
-    gru = found[found["finding"] == "GRU weights sum to one"]
-    if not gru.empty:
-        parts.append(f"The GRU's weights z_j prod (1 - z_k) plus its carried term sum to one within "
-                     f"{gru['value'].max():.0e}: a weighted average, as footnote 1 says, and as coupled gates must "
-                     "be (another check of the code, not of training).")  # fmt: skip
-    parts.append(_context_reading(df))
-    diag = found[found["finding"] == "diagonal weight largest"]
-    low, high = diag["value"].min(), diag["value"].max()
-    share = (
-        f"{low:.1%} of steps in every model" if f"{low:.1%}" == f"{high:.1%}" else f"{low:.1%} to {high:.1%} of steps"
-    )
-    parts.append(f"The current character's weight is the largest of its column at {share} (paper: always).")
-    spans = found[found["finding"] == "memory span"]
-    parts.append("Median memory span per cell (characters): " + ", ".join(
-        f"{r['corpus']} {r['model']} {r['value']:.2f}" for _, r in spans.iterrows()) + ".")  # fmt: skip
-    rare = found[found["finding"] == "rare context remembered longer"]
-    if not rare.empty:
-        parts.append(f"The appendix's reading that rare context is remembered longer, transposed to characters: "
-                     f"found in {(rare['verdict'] == 'found').sum()} of {len(rare)} models (Spearman rho from "
-                     f"{rare['value'].min():+.2f} to {rare['value'].max():+.2f}); the table names the characters held "
-                     "longest and shortest.")  # fmt: skip
-    weights = df[(df["measure"] == "weight") & (df["j"] == df["t"])]
-    sentences = [f"{corpus} '{''.join(g[g['model_id'] == g['model_id'].iloc[0]].sort_values('t')['char'])}'"
-                 for corpus, g in weights.groupby("corpus")]  # fmt: skip
-    if sentences:
-        parts.append("Heatmap sentences: " + "; ".join(sentences).replace("␣", " ").replace("←", "") + ".")
-    parts.append("Heatmaps use a log colour scale (the paper's darkness is linear) and the root-mean-square weight "
-                 "||w||_2 / sqrt(H), so models of different widths share a scale; the top row is the weight on the "
-                 "state carried into the sentence.")  # fmt: skip
-    chars = int(df["chars_trained"].max())
-    if chars < BRIEF_TRAINING:
-        parts.append(f"These models saw {chars:,} training characters; short spans may be a sign of little training.")
-    return " ".join(parts)
-
-
-def summary(df: pd.DataFrame) -> str:
-    found = findings(df)
-    ident = found[found["finding"] == "eq. 8 identity"]
-    diag = found[found["finding"] == "diagonal weight largest"]
-    shapes = _ordered(df)[["model", "shape", "order", "size"]].drop_duplicates("model")
-    spans = found[found["finding"] == "memory span"].merge(shapes, on="model")
-    ranges = []
-    for shape, g in spans.sort_values(["order", "size"], ascending=[True, False]).groupby("shape", sort=False):
-        low, high = f"{g['value'].min():.2g}", f"{g['value'].max():.2g}"
-        ranges.append(f"{shape} {low}" + (f"-{high}" if high != low else ""))
-    least = diag["value"].min()
-    share = "every step" if least == 1 else f"{least:.1%} of steps or more"
-    passed = int((ident["verdict"] == "passed").sum())
-    return (f"the diagonal weight is the largest at {share} (paper: always); median memory span (characters, over "
-            "corpora): " + ", ".join(ranges) + f" (implementation check: eq. 8 rebuilds the traced states of {passed} "
-            f"of {len(ident)} model layers to {ident['value'].max():.0e}, as algebra says it must)")  # fmt: skip
-
-
-def notes(df: pd.DataFrame) -> list[str]:
-    return [
-        "Memory span = -1 / mean_t ln f_t per cell (the geometric-mean timescale; for a constant f it is the number of "
-        "steps over which a stored value decays by e). The table also has -1 / ln mean f (span_arithmetic), which "
-        "overestimates it when f varies. For the GRU f is 1 - z, the weight on the old state.",
-        "Retention of a context character = the sum over the next `lags` steps of its weight's root-mean-square over "
-        f"cells; characters seen fewer than {MIN_OCCURRENCES} times in the excerpt are left out of the correlation. "
-        "The paper's claim is about words in a word-level model; this is its character-level transposition.",
-        f"The identity is checked in windows of `window` steps, each starting from the traced state before it; "
-        f"float32 traces limit the error to about 1e-6 times the state's size. {LABELS.get('lstm')} - GATES and the "
-        "RNN have no memory cell and are not analysed.",
-        "Heatmaps show the lowest seed of each model and layer 1; every seed's spans and checks are in the table.",
-    ]
-
-
+ANALYSIS = WeightedSum()
 main = analysis_main(__name__)
 
 

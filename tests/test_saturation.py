@@ -12,7 +12,9 @@ import torch
 from conftest import fake_corpus_file, fake_neural_model
 
 from analyses import common, saturation
+from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
+from analyses.prose import sentence, unsupported_numbers
 from charlm.model import ARCHS, GATED_ARCHS, GATELESS_ARCHS
 from corpora import run_cli
 
@@ -78,12 +80,16 @@ def test_forced_lstm_gates_give_fractions_one_and_zero(tmp_path, artifacts):
         assert lo.loc[(arch, gate), "right"] == hi.loc[(arch, gate), "right"] == right, (arch, gate)
     assert set(df[df["arch"] == "lstm-srnn-hidden"]["gate"]) == {"i", "f"}  # no output gate in - S-RNN - HIDDEN
     assert (df["steps"] == FAST["length"]).all() and len(df) == 8 * (3 + 2)
-    found = saturation.findings(df).set_index(["model", "finding"])
-    lstm_row = found.loc[("LSTM 1x8", "forget gates as integrators")]
-    assert lstm_row["value"] == 8 and lstm_row["verdict"] == "found"  # every cell an integrator
-    ablation = found.loc[("LSTM - S-RNN - HIDDEN 1x8", "no feed-forward forget gate")]
-    assert ablation["value"] == 8 and ablation["verdict"] == "not found"  # every forget gate shut
-    assert found.loc[("LSTM 1x8", "diffuse first layer"), "verdict"] == "not testable"  # one layer only
+    layers = saturation.per_layer(df).set_index("model")
+    assert layers.loc["LSTM 1x8", "f right >= 90%"] == 8  # every cell an integrator
+    assert layers.loc["LSTM - S-RNN - HIDDEN 1x8", "f left >= 90%"] == 8  # every forget gate shut
+    (row,) = saturation.summary(df).to_dict("records")
+    assert row["lstm_models"] == 1 and row["lstm_multiple"] == 1 and row["f_left"] == 0 and row["diffuse_of"] == 0
+    found = {f.claim: f for f in saturation.findings(saturation.summary(df)) if f.claim}
+    assert found["sat-fig3-integrators"].verdict == "reproduced"  # 8 integrators: "multiple"
+    assert found["sat-fig3-no-feedforward"].verdict == "reproduced"  # the ablation's shut gates are not the LSTM's
+    assert found["sat-fig3-layer1"].verdict == "untested"  # one layer only
+    assert found["sat-fig3-gru"].verdict == "untested"  # no GRU
 
 
 def test_the_grus_z_is_the_weight_on_the_candidate(tmp_path, artifacts):
@@ -94,16 +100,16 @@ def test_the_grus_z_is_the_weight_on_the_candidate(tmp_path, artifacts):
     df = saturation.compute(_ctx()).set_index("gate")
     assert (df.loc["r", "right"] == 1).all() and (df.loc["r", "left"] == 0).all()
     assert (df.loc["z", "left"] == 1).all() and (df.loc["z", "right"] == 0).all()
-    found = saturation.findings(df.reset_index()).set_index("finding")
-    assert found.loc["GRU layer 1: r nearly never right-saturated", "verdict"] == "not found"
-    assert found.loc["GRU layer 1: z rarely left-saturated", "value"] == 0.0
-    assert "GRU layer 1" in saturation.summary(df.reset_index())
+    table = saturation.summary(df.reset_index())
+    assert table.loc[0, "r_rare"] == 0.0 and table.loc[0, "z_rare"] == 0.0 and table.loc[0, "gru_holds"] == 0
+    (gru,) = [f for f in saturation.findings(table) if f.claim == "sat-fig3-gru"]
+    assert gru.verdict == "not reproduced" and "0% of reset gates" in sentence(gru)
 
 
 def test_the_table_plot_and_words_cover_every_gated_architecture(tmp_path, artifacts):
     corpus = fake_corpus_file(tmp_path)
     for arch in ("lstm", "gru", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "rnn", "lstm-gates", "gru-paper",
-                 "proto-lstm", "pseudo-lstm", "cbow"):  # fmt: skip
+                 "proto-lstm", "pseudo-lstm", "cbow", *(a for a in GATED_ARCHS if a.startswith("min"))):  # fmt: skip
         fake_neural_model(corpus, arch=arch, size=8)
     df = saturation.compute(_ctx())
     assert set(df["arch"]) == set(GATED_ARCHS)  # the gateless ones are not read
@@ -113,11 +119,15 @@ def test_the_table_plot_and_words_cover_every_gated_architecture(tmp_path, artif
     assert gates["lstm-srnn-out"] == gates["lstm-srnn-hidden"] == {"i", "f"} and gates["gru"] == {"r", "z"}
     assert gates["gru-paper"] == {"r", "z"} and gates["proto-lstm"] == gates["pseudo-lstm"] == {"i", "f", "o"}
     assert ((df["left"] + df["right"]) <= 1).all()
-    fig = saturation.plot(df)
-    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 3 + 2 + 3 + 2 + 2 + 2 + 3 + 3
-    text = saturation.caption(df)
-    assert "one layer" in text and "found in" in text
-    assert len(saturation.with_paper(df)) > 0 and saturation.notes(df)
+    result = saturation.ANALYSIS.compute(_ctx())
+    pd.testing.assert_frame_equal(result.table, df)
+    fig = saturation.ANALYSIS.plot(result)  # Fig 3: the headline LSTM (i, f, o) and GRU (r, z) only
+    assert len([ax for ax in fig.axes if ax.get_visible() and ax.has_data()]) == 3 + 2
+    width, height = fig.get_size_inches()
+    assert width <= 7.5 and height <= 9.0
+    assert len(saturation.ANALYSIS.summary_table(result)) <= 15
+    (appendix,) = saturation.ANALYSIS.appendix(result).values()
+    assert len(appendix) == len(set(df["model_id"]))  # one layer each
 
 
 def test_a_gateless_architecture_is_one_clear_line_and_exit_2(tmp_path, artifacts, capsys):
@@ -155,9 +165,8 @@ def test_the_cli_writes_table_and_figure(tmp_path, artifacts):
     args = ["--corpus", corpus.source, "--out", str(out), "--figure", str(figure)]
     assert run_cli(saturation.main, args + [f"--set={k}={v}" for k, v in FAST.items()]) == 0
     assert figure.stat().st_size > 0
-    table = pd.read_csv(out)  # what the report reads back: caption and findings work from the CSV alone
-    assert len(table) == 8 * 3 and "forget gates as integrators" in saturation.with_paper(table)["finding"].values
-    assert saturation.caption(table) and saturation.summary(table)
+    table = pd.read_csv(out)  # what the report reads back: the findings work from the CSV alone
+    assert len(table) == 8 * 3 and saturation.findings(saturation.summary(table))
 
 
 def test_a_diffuse_first_layer_under_a_saturated_second_is_the_papers_finding(tmp_path, artifacts):
@@ -173,7 +182,31 @@ def test_a_diffuse_first_layer_under_a_saturated_second_is_the_papers_finding(tm
     df = saturation.compute(_ctx())
     per_layer = (df["left"] + df["right"]).groupby(df["layer"]).mean()
     assert per_layer[1] == 0 and per_layer[2] == 1
-    found = saturation.findings(df).set_index(["layer", "finding"])
-    assert found.loc[("1 vs 2+", "diffuse first layer"), "verdict"] == "found"
-    assert found.loc[("2", "no feed-forward forget gate"), "verdict"] == "not found"  # layer 2's f is shut
-    assert found.loc[("1", "forget gates as integrators"), "value"] == 0
+    table = saturation.summary(df)
+    assert table.loc[0, "diffuse_holds"] == table.loc[0, "diffuse_of"] == 1 and table.loc[0, "f_left"] == 8
+    assert table.loc[0, "share_l1"] == 0 and table.loc[0, "integrators_deep"] == 0  # layer 2's f is shut
+    found = {f.claim: f for f in saturation.findings(table) if f.claim}
+    assert found["sat-fig3-layer1"].verdict == "reproduced"
+    assert found["sat-fig3-no-feedforward"].verdict == "not reproduced"  # layer 2's f is shut: feed-forward cells
+    assert found["sat-fig3-integrators"].verdict == "not reproduced"
+
+
+@pytest.mark.parametrize(
+    "holds, of, expected",
+    [(3, 3, "reproduced"), (2, 3, "partly"), (1, 2, "partly"), (1, 3, "not reproduced"), (0, 0, "untested")],
+)
+def test_the_verdict_rule(holds, of, expected):
+    assert saturation.verdict(holds, of) == expected
+
+
+def test_every_finding_states_only_numbers_its_tables_hold(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    for arch, layers in (("lstm", 1), ("lstm", 2), ("gru-paper", 2), ("lstm-srnn-hidden", 1)):
+        fake_neural_model(corpus, arch=arch, layers=layers, size=8)
+    result = saturation.ANALYSIS.compute(_ctx())
+    assert isinstance(result, Result) and set(result.tables) == {"summary"}
+    assert {f.claim for f in result.findings} >= {c.id for c in saturation.ANALYSIS.claims}
+    frames = [result.table, *result.tables.values()]
+    for f in result.findings:
+        assert unsupported_numbers(sentence(f), frames) == [], sentence(f)
+        assert len(sentence(f).split()) <= 30, sentence(f)

@@ -10,8 +10,10 @@ import torch
 from conftest import fake_corpus_file, fake_neural_model
 from test_saturation import edit_weights, force_gates
 
-from analyses import common, weighted_sum
+from analyses import common, weighted_sum, weighted_sum_plot
+from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
+from analyses.prose import sentence, unsupported_numbers
 from charlm.model import GATED_ARCHS, memory_weights
 from corpora import run_cli
 
@@ -146,10 +148,14 @@ def test_the_identity_holds_on_random_weights_of_every_architecture(tmp_path, ar
                                                                             values="value")  # fmt: skip
     assert set(scalars.index) == set(GATED_ARCHS)
     assert (scalars["identity_error"] < 1e-5 * np.maximum(1.0, scalars["state_max"])).all(), scalars
-    found = weighted_sum.findings(df)
-    assert (found[found["finding"] == "eq. 8 identity"]["verdict"] == "passed").all()
-    assert set(found.loc[found["finding"] == "eq. 8 identity", "kind"]) == {weighted_sum.CHECK}
-    assert "GRU weights sum to one" in set(found["finding"])
+    layers = weighted_sum.per_layer(df)
+    assert layers["identity_holds"].all() and layers["sum_holds"].dropna().astype(bool).all()
+    found = {f.claim: f for f in weighted_sum.findings(weighted_sum.summary(layers, df)) if f.claim}
+    n = len(GATED_ARCHS)
+    assert found["ws-eq8"].verdict == "reproduced" and f"in {n} of {n} layers of {n} models" in sentence(
+        found["ws-eq8"]
+    )
+    assert found["ws-gru-average"].verdict == "reproduced"
     # The heatmap is aligned with the text: rms of i_j prod_{k=j+1..t} f_k from the LSTM's own trace, by hand.
     ctx = _ctx()
     row = ctx.models(arch="lstm").iloc[0]
@@ -164,39 +170,34 @@ def test_the_identity_holds_on_random_weights_of_every_architecture(tmp_path, ar
         assert cell["value"] == pytest.approx(np.sqrt(np.mean(w**2)), rel=1e-5)
         assert cell["char"] == weighted_sum.printable(text[p + j])
     fig = weighted_sum.plot(df)
-    assert len([ax for ax in fig.axes if ax.images]) == len(GATED_ARCHS)  # one heatmap per model
-    text = weighted_sum.caption(df)
-    assert "weighted average" in text and weighted_sum.notes(df)
-    n = len(GATED_ARCHS)
-    assert "Implementation check, not a finding: eq. 8 is an identity" in text and f"passes in {n} of {n}" in text
-    assert "FAILS" not in text and "implementation check: eq. 8 rebuilds" in weighted_sum.summary(df)
+    assert len([ax for ax in fig.axes if ax.images]) == 2  # the headline LSTM and - S-RNN - OUT, not every model
+    width, height = fig.get_size_inches()
+    assert width <= 7.5 and height <= 9.0
     # the same table with one layer whose traced state is not its gates' recurrence: the check says it fails there
     broken = df.copy()
     at = (broken["arch"] == "lstm") & (broken["measure"] == "identity_error")
     broken.loc[at, "value"] = 0.5
-    text_broken = weighted_sum.caption(broken)
-    assert f"passes in {n - 1} of {n}" in text_broken and "it FAILS for " in text_broken
-    assert "LSTM 1x8 layer 1" in text_broken.split("FAILS for ")[1]
-    verdicts = weighted_sum.findings(broken).query("finding == 'eq. 8 identity'").set_index("model")["verdict"]
-    assert verdicts["LSTM 1x8"] == "FAILED" and (verdicts.drop("LSTM 1x8") == "passed").all()
+    layers = weighted_sum.per_layer(broken).set_index("model")
+    assert not layers.loc["LSTM 1x8", "identity_holds"] and layers.drop("LSTM 1x8")["identity_holds"].all()
+    (eq8,) = [
+        f for f in weighted_sum.findings(weighted_sum.summary(layers.reset_index(), broken)) if f.claim == "ws-eq8"
+    ]
+    assert eq8.verdict == "not reproduced" and f"in {n - 1} of {n} layers" in sentence(eq8)
 
 
-def test_the_per_character_reading_is_said_literal_only_for_history_free_content():
-    """Levy et al. sec 3.1: ctilde_j = W_cx x_j in the ablations without the content S-RNN, so w_j^t weighs the
-    character at j; in the LSTM and GRU ctilde_j reads h_{j-1}. The caption follows which models are in the table."""
+def test_the_heatmaps_are_the_headline_lstm_and_levy_s_history_free_ablation():
+    """Per corpus: the headline LSTM (largest budget row, deepest, lowest seed) and the headline - S-RNN - OUT (the
+    appendix's model), else the first history-free ablation there; never every model."""
 
-    def table(archs):
-        return pd.DataFrame({"corpus": "c", "arch": archs, "layers": 1, "size": 8, "budget": np.nan,
-                             "model_id": [f"m{k}" for k in range(len(archs))]})  # fmt: skip
+    def table(rows):
+        return pd.DataFrame([{"corpus": "c", "arch": a, "layers": n, "size": 8, "budget": b, "seed": seed,
+                              "model_id": f"m{k}"} for k, (a, n, b, seed) in enumerate(rows)])  # fmt: skip
 
-    both = weighted_sum._context_reading(table(["lstm", "lstm-srnn-out", "gru"]))
-    literal, _, history = both.partition("; in ")
-    assert "LSTM - S-RNN - OUT 1x8" in literal and "LSTM 1x8" not in literal.replace("LSTM - S-RNN - OUT 1x8", "")
-    assert "LSTM 1x8" in history and "GRU 1x8" in history and "whole prefix" in history
-    only_lstm = weighted_sum._context_reading(table(["lstm"]))
-    assert "none is analysed here" in only_lstm and "LSTM - S-RNN - HIDDEN" in only_lstm
-    only_ablation = weighted_sum._context_reading(table(["lstm-srnn", "lstm-srnn-hidden"]))
-    assert "whole prefix" not in only_ablation and "depends on that character alone" in only_ablation
+    models = table([("lstm", 1, 64, 0), ("lstm", 2, 64, 1), ("lstm", 2, 64, 0), ("lstm-srnn-out", 1, 64, 0),
+                    ("lstm-srnn", 1, 64, 0), ("gru", 3, 128, 0)])  # fmt: skip
+    assert weighted_sum_plot.heatmap_models(models) == [("c", ["m2", "m3"])]
+    assert weighted_sum_plot.heatmap_models(models[models["arch"] != "lstm-srnn-out"]) == [("c", ["m2", "m4"])]
+    assert weighted_sum_plot.heatmap_models(models[models["arch"] == "gru"]) == [("c", ["m5"])]
 
 
 def test_a_model_without_a_memory_cell_is_one_clear_line_and_exit_2(tmp_path, artifacts, capsys):
@@ -237,8 +238,9 @@ def test_every_layer_has_its_own_spans(tmp_path, artifacts):
     spans = df[df["measure"] == "span"].groupby("layer")["value"]
     np.testing.assert_allclose(spans.min(), [-1 / np.log(0.9), -1 / np.log(0.5)], rtol=1e-4)
     np.testing.assert_allclose(spans.max(), spans.min(), rtol=1e-4)
-    found = weighted_sum.findings(df)
-    assert sorted(found[found["finding"] == "eq. 8 identity"]["layer"]) == [1, 2]
+    layers = weighted_sum.per_layer(df)
+    assert list(layers["layer"]) == [1, 2] and layers["identity_holds"].all()
+    np.testing.assert_allclose(layers["span_median"], [-1 / np.log(0.9), -1 / np.log(0.5)], rtol=1e-4)
 
 
 def test_the_cli_writes_a_table_the_report_can_read_back(tmp_path, artifacts):
@@ -250,5 +252,29 @@ def test_the_cli_writes_a_table_the_report_can_read_back(tmp_path, artifacts):
     assert figure.stat().st_size > 0
     table = pd.read_csv(out)
     assert set(table["measure"]) >= {"identity_error", "sum_error", "diagonal", "span", "weight", "retention"}
-    assert "GRU weights sum to one" in weighted_sum.with_paper(table)["finding"].values
-    assert weighted_sum.caption(table) and weighted_sum.summary(table)
+    found = weighted_sum.findings(weighted_sum.summary(weighted_sum.per_layer(table), table))
+    assert "ws-gru-average" in {f.claim for f in found}
+
+
+@pytest.mark.parametrize(
+    "holds, of, expected",
+    [(4, 4, "reproduced"), (2, 4, "partly"), (1, 4, "not reproduced"), (0, 0, "untested")],
+)
+def test_the_verdict_rule(holds, of, expected):
+    assert weighted_sum.verdict(holds, of) == expected
+
+
+def test_every_finding_states_only_numbers_its_tables_hold(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    for arch, layers in (("lstm", 1), ("lstm", 2), ("gru-paper", 1), ("lstm-srnn-out", 1)):
+        fake_neural_model(corpus, arch=arch, layers=layers, size=8)
+    result = weighted_sum.ANALYSIS.compute(_ctx())
+    assert isinstance(result, Result) and set(result.tables) == {"summary"}
+    assert {f.claim for f in result.findings} >= {c.id for c in weighted_sum.ANALYSIS.claims}
+    frames = [result.table, *result.tables.values()]
+    for f in result.findings:
+        assert unsupported_numbers(sentence(f), frames) == [], sentence(f)
+        assert len(sentence(f).split()) <= 30, sentence(f)
+    assert len(weighted_sum.ANALYSIS.summary_table(result)) <= 15
+    (appendix,) = weighted_sum.ANALYSIS.appendix(result).values()
+    assert len(appendix) == 5  # one row per model and layer
