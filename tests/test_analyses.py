@@ -63,24 +63,6 @@ def test_standing_beats_the_ngrams_up_to_the_first_order_the_model_loses_to(tmp_
     assert (standing["ngram_orders"] == 5).all()
 
 
-def test_ablation_gaps_are_measured_in_the_lstms_seed_std(tmp_path, artifacts):
-    """LSTM seeds at 2.0, 2.2, 2.4 nats: mean 2.2, std 0.2; an ablation at 2.5 is +0.3 nats = +1.5 std."""
-    corpus = fake_corpus_file(tmp_path)
-    T = corpus.split("test").size - 1
-    for seed, ce in enumerate([2.0, 2.2, 2.4]):
-        fake_neural_model(corpus, nll=np.full(T, ce), arch="lstm", seed=seed)
-    fake_neural_model(corpus, nll=np.full(T, 2.5), arch="lstm-srnn")
-    fake_neural_model(corpus, nll=np.full(T, 1.9), arch="lstm-gates")
-    df = ablations.compute(_ctx(ablations)).set_index("arch")
-    assert df.loc["lstm", "seeds"] == 3
-    assert df.loc["lstm", "ce_nats"] == pytest.approx(2.2, abs=1e-6)
-    assert df.loc["lstm", "seed_std"] == pytest.approx(0.2, abs=1e-6)
-    assert df.loc["lstm-srnn", "gap_nats"] == pytest.approx(0.3, abs=1e-6)
-    assert df.loc["lstm-srnn", "gap_in_lstm_std"] == pytest.approx(1.5, abs=1e-4)
-    assert df.loc["lstm-gates", "gap_in_lstm_std"] == pytest.approx(-1.5, abs=1e-4)
-    assert "LSTM - GATES < LSTM < LSTM - S-RNN" in ablations.summary(df.reset_index())
-
-
 # ------------------------------------------------------------------------------------------ model identity
 
 
@@ -112,7 +94,7 @@ def test_models_that_differ_in_budget_split_or_bytes_are_never_pooled(tmp_path, 
     # Restricted to one recipe (what --profile does), the LSTM has exactly its three seeds.
     recipe = lstm[lstm["seed"] == 0]["recipe"].iloc[0]
     one = index[(index["corpus_key"] == corpus.key) & (index["recipe"] == recipe)]
-    df = ablations.compute(_ctx(ablations, one)).set_index("arch")
+    df = ablations.ANALYSIS.compute(_ctx(ablations, one)).table.set_index("arch")
     assert df.loc["lstm", "seeds"] == 3 and df.loc["lstm", "ce_nats"] == pytest.approx(2.2, abs=1e-6)
 
 
@@ -266,17 +248,3 @@ def test_nnns_that_differ_only_in_their_hidden_grid_share_a_recipe():
     wider = _baseline_row(metrics(3, hidden_grid=[256, 512]), Path("nnn-n3"))["recipe"]
     other_lr = _baseline_row(metrics(3, lr=5e-3), Path("nnn-n3"))["recipe"]
     assert recipe[2] == recipe[4] == wider != other_lr
-
-
-def test_the_ngram_caption_says_which_orders_chose_among_which_hidden_sizes(tmp_path):
-    from analyses.common import read_table, save_table
-    from analyses.ngram import _grid_sentence
-
-    nnn = pd.DataFrame({
-        "n": [1, 2, 3, 1, 3], "corpus": ["warpeace"] * 3 + ["linux"] * 2, "hidden": [256, 256, 512, 256, 256],
-        "hidden_grid": ["256", "256", "256/512", "256", "256/512"],
-    })  # fmt: skip
-    nnn = read_table(save_table(nnn, tmp_path / "ngram.csv"))  # as the report reads it back: "256" stays text
-    assert _grid_sentence(nnn) == (
-        "n = 1, 2 among 256 (256 chosen); n = 3 among 256/512 (256 chosen on linux; 512 chosen on warpeace)"
-    )
