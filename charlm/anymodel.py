@@ -220,7 +220,12 @@ def load(spec: str | Path) -> AnyModel:
 
     if path.is_dir():
         metrics = complete_metrics(path / "metrics.json") or {}
-        kind = kinds.of(metrics, path) if metrics or not (path / "checkpoint.pt").is_file() else None
+        if not metrics and not (path / "checkpoint.pt").is_file():
+            raise UserError(
+                f"{path} holds no model: a model folder has a checkpoint.pt (recurrent, n-NN) or an n-gram's binary "
+                "with a complete metrics.json"
+            )
+        kind = kinds.of(metrics, path) if metrics else None
         if kind is not None:
             return kind.load(path, metrics)
         path = path / "checkpoint.pt"

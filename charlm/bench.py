@@ -46,6 +46,7 @@ from corpora import atomic
 from corpora.errors import run_cli
 
 from .archs import ARCHITECTURES, REGISTRY
+from .archs import arch as arch_record
 from .model import ARCHS, CharLM, ModelConfig, matched_size
 
 FUSED_REFERENCE = {a.name: a.bench_against for a in ARCHITECTURES}  # the fused torch architecture timed beside each
@@ -85,7 +86,7 @@ def bench_cells(
     fused_models = {}
     records = []
     for arch in archs:
-        ref = FUSED_REFERENCE[arch]
+        ref = FUSED_REFERENCE[arch_record(arch).name]  # an unknown name: one UserError line
         fused_models.setdefault(ref, CharLM(ModelConfig(ref, vocab, layers, size)))
         # `gru-paper` has no torch kernel: it trains with its own scan, so that is what is timed
         ours = _step_timer(CharLM(ModelConfig(arch, vocab, layers, size)), arch in OWN_SCAN, ids, targets)

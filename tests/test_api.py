@@ -16,6 +16,7 @@ from test_adopt import UserLM, shuffled_chars, write_user
 import charlm
 from charlm import api
 from charlm.checkpoint import load_checkpoint
+from charlm.kinds import kind
 from charlm.shipped import SHIPPED_ROOT
 from corpora.errors import UserError
 
@@ -128,6 +129,6 @@ def test_not_recurrent_and_empty(tiny):
     m, _, _ = tiny
     with pytest.raises(UserError, match="empty"):
         m.run_with_cache("")
-    fake = api.Model(m.model.__class__("nnn", nn.Identity(), m.model.vocab, "nnn-n3-x", ""))
+    fake = api.Model(m.model.__class__(kind("nnn"), nn.Identity(), m.model.vocab, "nnn-n3-x", ""))
     with pytest.raises(UserError, match="not a recurrent model"):
         fake.run_with_cache("the")
