@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from analyses import cross_entropy as ce
+from analyses.prose import sentence, unsupported_numbers
 from reports.render import table_view
 
 TYPES = ("lstm", "rnn", "gru-paper")
@@ -45,9 +46,21 @@ def _grid(corpus="warpeace", budgets=(64, 128), layers=(1, 2, 3), lstm=1.30, gru
     }
 
 
-def _sentence(values: dict, corpus: str = "warpeace") -> str:
-    grid = ce.cells(_models(values))
-    return ce.ordering_sentence(corpus, grid[grid["corpus"] == corpus])
+def _comparison(values: dict, what: str, corpus: str = "warpeace") -> dict:
+    """The row of sec 4.1's comparison `what` in the comparisons table (the numbers its finding states)."""
+    comp = ce.comparisons(ce.cells(_models(values)))
+    rows = comp[(comp["corpus"] == corpus) & (comp["comparison"] == what)]
+    return {} if rows.empty else rows.iloc[0].dropna().to_dict()
+
+
+def _findings(values: dict, corpus: str = "warpeace") -> dict:
+    """{claim id: (verdict, sentence)} of the analysis's findings on a hand-made table."""
+    df = _models(values)
+    out = {}
+    for f in ce.findings(df, ce.comparisons(ce.cells(df))):
+        if f.corpus == corpus and f.claim:
+            out[f.claim] = (f.verdict, sentence(f))
+    return out
 
 
 def _texts(fig) -> list[str]:
@@ -95,9 +108,8 @@ def test_a_cell_fig1_leaves_out_is_blank_never_nan():
     shown = dict(zip(view.columns, zip(*view.rows)))
     assert shown["Fig 1 (nats/char)"] == ("0.952", "—", "—") and shown["budget row"] == ("512", "512", "—")
     assert not any(NAN.search(cell) for row in view.rows for cell in row)
-    text = ce.caption(df) + " " + ce.summary(df)
-    assert not NAN.search(text)
-    assert "1 of 1 cells are within 0.05 nats of Fig 1" in text
+    verdict, text = _findings(values, "linux")["fig1-values"]
+    assert not NAN.search(text) and "1 of 1 cells within 0.05 nats of Fig 1" in text and verdict == "reproduced"
     fig = ce.plot(df)
     texts = _texts(fig)
     plt.close(fig)
@@ -109,79 +121,63 @@ def test_a_cell_fig1_leaves_out_is_blank_never_nan():
 # ------------------------------------------------------------------------------------------ sec 4.1's orderings
 
 
-def test_the_rnn_behind_both_in_every_cell_is_said_and_one_flipped_cell_is_counted():
+def test_the_rnn_behind_both_in_every_cell_is_counted_beside_fig1_and_judged():
     values = _grid()
-    text = _sentence(values)
-    assert "the RNN trails both the LSTM and the GRU (papers' form) in 6 of 6 (row, depth) cells" in text
-    assert "by 0.100 nats or more" in text and "as sec 4.1 finds" in text
-    # Fig 1's own numbers in the same cells: War and Peace's RNN trails both only at 128 x 1 and 128 x 2
-    assert "(Fig 1, same cells: 2 of 6)" in text
+    row = _comparison(values, "rnn_behind")
+    assert (row["holds"], row["of"], row["paper_holds"], row["paper_of"]) == (6, 6, 2, 6)  # Fig 1: 128 x 1, 128 x 2
+    assert row["smallest_margin"] == pytest.approx(0.1)
+    assert _findings(values)["fig1-rnn-behind"][0] == "reproduced"
     values[("warpeace", 64, "rnn", 2)] = 1.25  # now ahead of both the LSTM (1.28) and the GRU (1.26)
-    text = _sentence(values)
-    assert "in 5 of 6 (row, depth) cells" in text and "where sec 4.1 finds both ahead of the RNN" in text
+    assert _comparison(values, "rnn_behind")["holds"] == 5 and _findings(values)["fig1-rnn-behind"][0] == "partly"
     values[("warpeace", 128, "rnn", 3)] = 1.17  # behind the LSTM (1.16) and the GRU (1.14): still behind both
-    assert "in 5 of 6 (row, depth) cells" in _sentence(values)
+    assert _comparison(values, "rnn_behind")["holds"] == 5
     values[("warpeace", 128, "rnn", 3)] = 1.15  # between the GRU and the LSTM: not behind both
-    assert "in 4 of 6 (row, depth) cells" in _sentence(values)
+    assert _comparison(values, "rnn_behind")["holds"] == 4
 
 
 def test_the_lstm_gru_gap_is_judged_against_the_stated_tolerance():
     tied = _grid(lstm=1.30, gru=1.30 - 0.9 * ce.TIE_NATS)
-    text = _sentence(tied)
-    assert f"within {ce.TIE_NATS} nats of each other" in text
-    assert "in 6 of 6 cells, the GRU ahead in 0 and the LSTM in 0" in text
-    assert "tied throughout, consistent with sec 4.1's mixed results" in text
+    row = _comparison(tied, "lstm_vs_gru")
+    assert (row["holds"], row["gru_ahead"], row["lstm_ahead"], row["threshold"]) == (6, 0, 0, ce.TIE_NATS)
+    assert _findings(tied)["fig1-lstm-gru"][0] == "reproduced"  # tied: consistent with "mixed"
     tied[("warpeace", 64, "gru-paper", 1)] = 1.30 - 1.1 * ce.TIE_NATS  # just past the tolerance
     tied[("warpeace", 128, "lstm", 2)] = 1.5  # the LSTM far behind: the GRU ahead there too
-    text = _sentence(tied)
-    assert "in 4 of 6 cells, the GRU ahead in 2 and the LSTM in 0" in text
-    assert "the GRU ahead or tied in every cell, where sec 4.1 finds them mixed" in text
-    tied[("warpeace", 64, "gru-paper", 3)] = 1.5  # the GRU far behind in one cell
-    assert "in 3 of 6 cells, the GRU ahead in 2 and the LSTM in 1" in _sentence(tied)
-    assert "mixed, as in sec 4.1" in _sentence(tied)
+    row = _comparison(tied, "lstm_vs_gru")
+    assert (row["holds"], row["gru_ahead"], row["lstm_ahead"]) == (4, 2, 0)
     ahead = _grid(lstm=1.30, gru=1.25)
-    assert "in 0 of 6 cells, the GRU ahead in 6 and the LSTM in 0" in _sentence(ahead)
-    assert "(Fig 1, same cells: 1 within, the GRU ahead in 5, the LSTM in 0)" in _sentence(ahead)
-    one = {("linux", 128, a, 1): v for a, v in (("lstm", 1.20), ("gru-paper", 1.22), ("rnn", 1.30))}
-    assert "LSTM - GRU (papers' form) is -0.020 nats in the one cell holding both (Fig 1: -0.005)" in _sentence(
-        one, "linux"
-    )
+    row = _comparison(ahead, "lstm_vs_gru")
+    assert (row["holds"], row["gru_ahead"], row["paper_holds"], row["paper_gru_ahead"]) == (0, 6, 1, 5)
+    assert _findings(ahead)["fig1-lstm-gru"][0] == "not reproduced"  # the GRU ahead everywhere: not mixed
 
 
 def test_depth_orderings_count_each_type_and_row():
     values = _grid(deeper=-0.02)  # every extra layer helps
-    text = _sentence(values)
-    assert (
-        "2 layers beat 1 in 6 of 6 (type, row) pairs (Fig 1, same pairs: 6 of 6, like ours), as sec 4.1 finds" in text
-    )
-    assert "3 layers beat 2 in 6 of 6 pairs" in text and "always, where sec 4.1 finds two against three" in text
+    two, three = _comparison(values, "2_vs_1"), _comparison(values, "3_vs_2")
+    assert (two["holds"], two["of"], two["paper_holds"]) == (6, 6, 6) and (three["holds"], three["of"]) == (6, 6)
+    found = _findings(values)
+    assert found["fig1-depth-2"][0] == "reproduced" and found["fig1-depth-3"][0] == "not reproduced"  # Fig 1: 2 of 6
     values[("warpeace", 128, "gru-paper", 2)] = 1.5  # the 2-layer GRU of row 128: worse than 1 and than 3 layers
-    text = _sentence(values)
-    assert "2 layers beat 1 in 5 of 6 (type, row) pairs" in text and "two layers beneficial throughout" in text
-    assert "3 layers beat 2 in 6 of 6 pairs" in text
+    assert _comparison(values, "2_vs_1")["holds"] == 5 and _findings(values)["fig1-depth-2"][0] == "partly"
     values[("warpeace", 64, "lstm", 3)] = 1.9
-    assert "3 layers beat 2 in 5 of 6 pairs (Fig 1, same pairs: 2 of 6): mixed, as in sec 4.1" in _sentence(values)
+    assert _comparison(values, "3_vs_2")["holds"] == 5 and _findings(values)["fig1-depth-3"][0] == "reproduced"
     never = _grid(deeper=0.02)
-    assert "2 layers beat 1 in 0 of 6" in _sentence(never) and "never, where sec 4.1" in _sentence(never)
+    assert _comparison(never, "2_vs_1")["holds"] == 0 and _findings(never)["fig1-depth-2"][0] == "not reproduced"
 
 
-def test_only_one_depth_or_one_type_says_nothing_false():
+def test_only_one_depth_or_one_type_tests_only_what_the_cells_allow():
     """The quick profile: 1-layer models of the 128 row, plus a 64-row LSTM."""
     quick = {("warpeace", 128, a, 1): v for a, v in (("lstm", 1.55), ("gru", 1.52), ("rnn", 1.63))}
     quick[("warpeace", 64, "lstm", 1)] = 1.77
-    text = _sentence(quick)
-    assert "the RNN trails both the LSTM and the GRU in 1 of 1 (row, depth) cells" in text
-    assert "(Fig 1, same cells: 1 of 1, like ours), as sec 4.1 finds" in text
-    assert "every model here has 1 layer, so sec 4.1's findings on depth are not tested" in text
-    assert "layers beat" not in text and "mixed" not in text
+    row = _comparison(quick, "rnn_behind")
+    assert (row["holds"], row["of"], row["paper_holds"]) == (1, 1, 1)
+    assert _comparison(quick, "2_vs_1") == {} and _comparison(quick, "3_vs_2") == {}
+    assert "fig1-depth-2" not in _findings(quick)
     lstm_only = {("warpeace", b, "lstm", n): 1.3 for b in (64, 128) for n in (1, 2)}
-    text = _sentence(lstm_only)
-    assert "no (row, depth) cell here holds the LSTM beside the GRU" in text and "RNN" not in text
-    assert "2 layers beat 1 in 0 of 2" in text and "3 layers" not in text
+    assert _comparison(lstm_only, "rnn_behind") == {} and _comparison(lstm_only, "lstm_vs_gru") == {}
+    assert _comparison(lstm_only, "2_vs_1")["holds"] == 0 and _comparison(lstm_only, "3_vs_2") == {}
     unrowed = _models({("fake", None, "lstm", 1): 1.0, ("fake", None, "gru", 1): 1.1})
-    text = ce.caption(unrowed)
-    assert "no model is sized to a budget row" in text and "none is compared with it" in text
-    assert not NAN.search(text)
+    assert ce.comparisons(ce.cells(unrowed)).empty
+    assert all(f.claim is None for f in ce.findings(unrowed, ce.comparisons(ce.cells(unrowed))))
 
 
 # ------------------------------------------------------------------------------------------ agreement with Fig 1
@@ -192,15 +188,20 @@ def test_the_cells_within_005_of_fig1_are_counted_and_the_farthest_named():
     offsets = {("lstm", 1): 0.0, ("lstm", 2): 0.049, ("lstm", 3): -0.05, ("rnn", 1): 0.051, ("rnn", 2): -0.12,
                ("rnn", 3): 0.03}  # fmt: skip
     values = {("warpeace", 64, a, n): paper[("warpeace", a, n, 64)] + d for (a, n), d in offsets.items()}
-    df = _models(values)
-    text = ce.caption(df)
-    assert "4 of 6 cells are within 0.05 nats of Fig 1 (the target: all of them)" in text
-    assert "the farthest is the 2-layer RNN of budget row 64 at 1.281 against 1.401 (-0.120 nats)" in text
-    assert "4 of 6 cells within 0.05 of Fig 1" in ce.summary(df)
+    row = _comparison(values, "within_fig1")
+    assert (row["holds"], row["of"], row["worst_arch"], row["worst_layers"]) == (4, 6, "rnn", 2)
+    assert (row["worst_ce"], row["worst_paper"], row["worst_diff"]) == pytest.approx((1.281, 1.401, -0.120))
+    verdict, text = _findings(values)["fig1-values"]
+    assert verdict == "partly" and "4 of 6 cells within 0.05 nats of Fig 1" in text and "1.281 against 1.401" in text
     values[("warpeace", 64, "rnn", 2)] = paper[("warpeace", "rnn", 2, 64)]  # now on Fig 1's number
-    assert "5 of 6 cells are within 0.05 nats" in ce.caption(_models(values))
-    linux = {("linux", 128, "lstm", 1): 1.208}
-    assert "0 of 1 cells are within 0.05 nats of Fig 1;" in ce.caption(_models(linux))  # no target on Linux
+    assert _comparison(values, "within_fig1")["holds"] == 5
+
+
+def test_every_number_a_finding_states_is_in_the_results_tables():
+    df = _models(_grid())
+    comp = ce.comparisons(ce.cells(df))
+    for f in ce.findings(df, comp):
+        assert unsupported_numbers(sentence(f), [df, comp]) == [], sentence(f)
 
 
 # ------------------------------------------------------------------------------------------ the figure
