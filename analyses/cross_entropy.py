@@ -30,7 +30,7 @@ from charlm.predictions import LN2
 from corpora.errors import run_cli
 
 from .base import Analysis, Claim, Finding, Result
-from .common import analysis_main, style
+from .common import analysis_main, headline_id, style
 from .context import Context
 
 TITLE = "Test cross-entropy of every model"
@@ -312,6 +312,14 @@ def findings(df: pd.DataFrame, comp: pd.DataFrame) -> list[Finding]:
             out.append(Finding("{corpus}: 3 layers beat 2 in {holds} of {of} pairs (Fig 1: {paper_holds} of "
                                "{paper_of})", v, "reproduced" if mixed or same else "not reproduced", "fig1-depth-3",
                                corpus))  # fmt: skip
+    for _, h in headlines(df).iterrows():
+        v = {"corpus": h["corpus"], "layers": int(h["layers"]), "type": _label(h["arch"]), "size": int(h["size"]),
+             "seed": int(h["seed"]), "ce": h["ce_nats"], "gap": h["gap_to_best"], "best_layers": int(h["best_layers"]),
+             "best_size": int(h["best_size"])}  # fmt: skip
+        where = ("the best {type} here" if h["gap_to_best"] == 0 else
+                 "{gap:.3f} nats behind the best {type} here ({best_layers} layers, width {best_size})")  # fmt: skip
+        out.append(Finding("{corpus}: the model the other sections detail is the {layers}-layer {type} of width "
+                           "{size}, seed {seed}, at {ce:.3f} nats/char: " + where, v, corpus=h["corpus"]))  # fmt: skip
     for corpus, sub in df.groupby("corpus"):
         best = sub.loc[sub["ce_nats"].idxmin()]
         out.append(
@@ -330,6 +338,21 @@ def findings(df: pd.DataFrame, comp: pd.DataFrame) -> list[Finding]:
             )
         )
     return out
+
+
+def headlines(df: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus, the headline model the other sections detail (analyses.common.headline_id: largest budget row,
+    deepest, lowest seed; by the rule, not by the test set) and its gap to the best model of its type here."""
+    rows = []
+    for corpus, sub in df.groupby("corpus"):
+        h = sub[sub["model_id"] == headline_id(sub)].iloc[0]
+        same = sub[sub["arch"] == h["arch"]]
+        best = same.loc[same["ce_nats"].idxmin()]
+        rows.append({"corpus": corpus, "model_id": h["model_id"], "arch": h["arch"], "layers": int(h["layers"]),
+                     "size": int(h["size"]), "seed": int(h["seed"]), "ce_nats": h["ce_nats"],
+                     "best_layers": int(best["layers"]), "best_size": int(best["size"]),
+                     "gap_to_best": round(h["ce_nats"] - best["ce_nats"], 6)})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 class CrossEntropy(Analysis):
@@ -360,7 +383,7 @@ class CrossEntropy(Analysis):
     def compute(self, ctx: Context) -> Result:
         df = compute(ctx)
         comp = comparisons(cells(df))
-        return Result(df, findings(df, comp), tables={"comparisons": comp})
+        return Result(df, findings(df, comp), tables={"comparisons": comp, "headline": headlines(df)})
 
     def plot(self, result: Result):
         return plot(result.table)

@@ -268,11 +268,11 @@ def fake_ngram_model(corpus, n: int, split: str = "test", nll=None, logp=None) -
 
     folder = ngram.model_folder(corpus, n)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / ngram.BINARY_NAME).write_bytes(b"\0" * 64)
+    (folder / ngram.binary_name(n)).write_bytes(b"\0" * 64)
     atomic.write_json(folder / "metrics.json", {
         "model_id": folder.name, "group_id": folder.name, "kind": "ngram", "corpus": corpus.name,
         "corpus_source": corpus.source or corpus.name, "corpus_key": corpus.key, "corpus_sha256": corpus.sha256,
-        "corpus_splits": corpus.split_mode, "n": n, "kenlm": ngram.KENLM_SETTINGS, "model_bytes": 64,
+        "corpus_splits": corpus.split_mode, "n": n, "kenlm": ngram.kenlm_settings(n), "model_bytes": 64,
         "build_seconds": 1.0, "complete": True,
     })  # fmt: skip
     targets = corpus.split(split)[1:]

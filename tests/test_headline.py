@@ -13,6 +13,7 @@ from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, fake
 
 from analyses import char_advantage, common, cross_entropy, error_overlap, onion
 from analyses.context import Context, model_index
+from analyses.prose import sentence
 from charlm.model import matched_size
 from charlm.plan import headline_config
 from charlm.train import TrainConfig
@@ -74,11 +75,17 @@ def test_every_section_marks_the_rules_lstm_not_the_one_of_lowest_test_loss(tmp_
         df = module.compute(Context(model_index(), common.settings(module)))
         assert set(df.loc[df["headline"], "model_id"]) == {expected}, module.__name__
     ce = cross_entropy.compute(Context(model_index(), common.settings(cross_entropy)))
-    text = cross_entropy.caption(ce)
+
+    def said(df) -> str:
+        return " ".join(
+            sentence(f) for f in cross_entropy.findings(df, cross_entropy.comparisons(cross_entropy.cells(df)))
+        )
+
+    text = said(ce)
     assert "is the 1-layer LSTM of width 16, seed 0" in text and "nats behind the best LSTM here" in text
-    assert "the best LSTM here." not in text
-    # the same models, the narrow one now also worse on test: the headline is the best LSTM and the caption says so
-    assert "the best LSTM here." in cross_entropy.caption(ce.assign(ce_nats=ce["ce_nats"] * 0 + ce["size"].rdiv(1)))
+    assert "the best LSTM here." not in text and "the best LSTM here (" not in text.replace("behind the best", "")
+    # the same models, the narrow one now also worse on test: the headline is the best LSTM and the sentence says so
+    assert "nats/char: the best LSTM here" in said(ce.assign(ce_nats=ce["ce_nats"] * 0 + ce["size"].rdiv(1)))
 
 
 def test_the_onions_large_and_small_models_follow_the_rule():
