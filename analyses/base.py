@@ -128,6 +128,15 @@ class Analysis:
     def compute(self, ctx: Context) -> Result:
         raise NotImplementedError
 
+    def parts(self, ctx: Context) -> list[str]:
+        """Independent pieces of `compute` (one model each, say) that the pipeline may run as jobs of their own,
+        beside other work and before `compute`: each `compute_part` stores its result in `ctx.cached`, where
+        `compute` then finds it. [] (the default): `compute` does all the work."""
+        return []
+
+    def compute_part(self, ctx: Context, part: str) -> None:
+        raise NotImplementedError
+
     def plot(self, result: Result):
         return None
 

@@ -75,8 +75,9 @@ def run_graph(
 ) -> dict[str, Any]:
     """Run a job graph (charlm.kinds.base.Job: `key`, `run`, `after`, `seconds`) on `workers` workers: whenever one
     is free, the ready job with the longest remaining path starts (the order charlm.estimate.schedule assumes), so
-    an analysis that needs only checkpoints starts beside the models' scoring instead of after it. A job whose
-    prerequisites failed fails too, naming them. Returns {key: result or exception}; `on_done(job, result)` is
+    an analysis that needs only checkpoints starts beside the models' scoring instead of after it. A job runs once
+    the jobs before it have finished, failed or not (an analysis reads what was built). Returns {key: result or
+    exception}; `on_done(job, result)` is
     called as each finishes. The progress line's time left is recomputed every second from the estimates
     (charlm.estimate.Countdown), so it stays honest while one long job runs."""
     from .estimate import Countdown, critical_paths, duration
@@ -97,13 +98,7 @@ def run_graph(
                 waits = [k for k in job.after if k in known and k not in results]
                 if waits:
                     continue
-                pending.remove(job)
-                failed = [k for k in job.after if isinstance(results.get(k), BaseException)]
-                if failed:
-                    results[job.key] = RuntimeError(f"not run: {', '.join(failed)} failed before it")
-                    countdown.finished[job.key] = countdown.started[job.key] = time.perf_counter()
-                    bar.update(1)
-                    continue
+                pending.remove(job)  # it runs even when a job before it failed: an analysis reads the other models
                 countdown.started[job.key] = time.perf_counter()
                 running[pool.submit(job.run)] = job
             if not running:

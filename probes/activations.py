@@ -73,39 +73,92 @@ def trace_windows(model, batch: np.ndarray, warmup: int) -> dict[str, np.ndarray
 
 @torch.no_grad()
 def run_ablated(
-    model, batch: np.ndarray, layer: int, held: np.ndarray, fill: dict[str, np.ndarray] | None = None
+    model,
+    batch: np.ndarray,
+    layer: int,
+    held: np.ndarray,
+    fill: dict[str, np.ndarray] | None = None,
+    start: int = 0,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Forward with the units `held[b]` of `layer` held fixed in batch row b at every step: at 0 (zeroing), or at
     `fill[name][b]` for each state of the unit (mean-ablation passes each state's mean over clean text).
 
     batch (B, T) ids; held (B, H) bool (a row of False is the clean run); fill {state name: (B, H)} or None.
-    Returns the log-probabilities of each next character, (B, T - 1), and that layer's states (`h`, and `c` for the
-    LSTM family), each (B, T, H).
+    Returns the log-probabilities of each next character from position `start` on, (B, T - 1 - start), and that
+    layer's states (`h`, and `c` for the LSTM family) from `start` on, each (B, T - start, H): the whole run is
+    computed (warm-up included), only what is returned is cut.
+
+    The layers below `layer` see no held unit, so they run once per distinct row of `batch` (the ablations of one
+    set of windows repeat its rows), and their outputs are copied to the rows that repeat them.
     """
     ids = torch.from_numpy(np.asarray(batch, dtype=np.int64))
     B, T = ids.shape
+    if not 0 <= start < T - 1:
+        raise ValueError(f"start {start} leaves no prediction in {T} characters")
     dtype = model.head.weight.dtype
-    keep = torch.from_numpy(~np.asarray(held, dtype=bool)).to(dtype)  # (B, H)
+    held = torch.from_numpy(np.asarray(held, dtype=bool))  # (B, H)
     names = model.layers[layer].state_names
-    fixed = {name: torch.zeros_like(keep) if fill is None or name not in fill
-             else torch.as_tensor(np.asarray(fill[name]), dtype=dtype) * (1 - keep) for name in names}  # fmt: skip
+    fixed = {name: torch.zeros(held.shape, dtype=dtype) if fill is None or name not in fill
+             else torch.as_tensor(np.asarray(fill[name]), dtype=dtype) * held for name in names}  # fmt: skip
+    below = _below(model, np.asarray(batch, dtype=np.int64), layer)  # (T, B, H) outputs of layer - 1, or None
     state = model.init_state(B)
     outputs, states = [], {name: [] for name in names}
     for t in range(T):
-        inp = ids[:, t : t + 1]  # (B, 1): the first layer reads ids as a row lookup (charlm.model.project)
-        for l, module in enumerate(model.layers):
-            out, s, _ = module.trace(inp, state[l], keep=False)
+        # (B, 1): the first layer reads ids as a row lookup (charlm.model.project); a later one, the layer below
+        inp = ids[:, t : t + 1] if below is None else below[t][:, None]
+        for l in range(layer, len(model.layers)):
+            out, s, _ = model.layers[l].trace(inp, state[l], keep=False)
             if l == layer:
-                s = tuple(v * keep + fixed[name] for name, v in zip(names, s))  # every state of the unit: h (and c)
+                s = tuple(torch.where(held, fixed[name], v) for name, v in zip(names, s))  # every state: h (and c)
                 out = s[names.index("h")][:, None]  # the layer's output is its h
-                for name, v in zip(names, s):
-                    states[name].append(v)
+                if t >= start:
+                    for name, v in zip(names, s):
+                        states[name].append(v)
             state[l] = s
             inp = out  # eval mode: dropout is the identity
-        outputs.append(inp)
-    logp = torch.log_softmax(model.head(torch.cat(outputs, 1)), -1)  # (B, T, V)
-    target_logp = logp[:, :-1].gather(-1, ids[:, 1:, None])[..., 0]
+        if start <= t < T - 1:  # the prediction made at the last position has no next character
+            outputs.append(inp)
+    logp = torch.log_softmax(model.head(torch.cat(outputs, 1)), -1)  # (B, T - 1 - start, V)
+    target_logp = logp.gather(-1, ids[:, start + 1 :, None])[..., 0]
     return target_logp.numpy(), {name: torch.stack(v, 1).numpy() for name, v in states.items()}
+
+
+def _below(model, batch: np.ndarray, layer: int) -> torch.Tensor | None:
+    """The outputs of the layers below `layer` on the rows of batch as `run_ablated` would compute them on the whole
+    batch, step by step, but each distinct row only about once; (T, B, H), None for the first layer.
+
+    Bit for bit: a matrix product's row does not depend on the other rows (from 4 rows on), but torch computes the
+    last (size mod 16) elements of an element-wise op on a contiguous tensor in its scalar loop, and those are the
+    end of the batch's last row. So the small batch has as many rows as the batch modulo 16, ends with that same last
+    row, and the batch's other copies of it are read from a copy that is not last."""
+    if layer == 0:
+        return None
+    B = batch.shape[0]
+    rows, inverse = np.unique(batch, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    pad = (B - rows.shape[0]) % 16
+    pad = pad + 16 if pad == 0 or rows.shape[0] + pad < 4 else pad
+    if rows.shape[0] + pad >= B:
+        order, rows = np.arange(B), batch
+    else:  # pad copies of the last row, the distinct rows, that last row again at the end
+        last = inverse[-1]
+        others = np.delete(np.arange(rows.shape[0]), last)
+        small = np.concatenate([np.full(pad, last), others, [last]])
+        where = np.empty(rows.shape[0], dtype=np.int64)
+        where[others] = np.arange(pad, pad + others.size)
+        where[last] = 0  # the batch's copies of its last row, but the last, read the first pad copy
+        order = where[inverse]
+        order[-1] = small.size - 1
+        rows = rows[small]
+    ids = torch.from_numpy(np.ascontiguousarray(rows))
+    state = model.init_state(len(rows))
+    outputs = []
+    for t in range(ids.shape[1]):
+        inp = ids[:, t : t + 1]
+        for l in range(layer):
+            inp, state[l], _ = model.layers[l].trace(inp, state[l], keep=False)
+        outputs.append(inp[:, 0])
+    return torch.stack(outputs, 0)[:, torch.from_numpy(order)]
 
 
 def run_zeroed(model, batch: np.ndarray, layer: int, zero: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -27,12 +27,13 @@ majority class; plain accuracy and the majority rate are reported beside it. Cou
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge, RidgeCV
-from sklearn.metrics import accuracy_score, balanced_accuracy_score, r2_score
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge
 from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.multiclass import check_classification_targets
@@ -60,24 +61,129 @@ def contiguous_folds(n_samples: int, groups=None, cv: int = 3, classes=None) -> 
     return list(KFold(min(cv, n_samples)).split(np.zeros(n_samples)))
 
 
+class ProbeRows:
+    """The rows of one representation X that probes read, standardised once on the training rows.
+
+    train: every `train_stride`-th row outside `test` (all rows without `test`); `train_rows` are those rows
+    standardised on themselves, `test_rows` the test rows with that same standardisation: what every probe fitted on
+    X[train] computes for itself, so handing one ProbeRows to the probe of each feature and each control task changes
+    no number, only how often the arrays (and the ridge's X^T X of each cross-validation fold) are computed.
+    """
+
+    def __init__(self, X, test=None, train_stride: int = 1):
+        X = np.asarray(X)
+        self.test = np.zeros(X.shape[0], dtype=bool) if test is None else np.asarray(test, dtype=bool)
+        self.train_stride = train_stride
+        self.train = np.flatnonzero(~self.test)[::train_stride]
+        self.n_features = X.shape[1]
+        X_train = X[self.train]
+        self.scaler = StandardScaler().fit(X_train)
+        self.train_rows = self.scaler.transform(X_train)
+        self.test_rows = self.scaler.transform(X[self.test]) if self.test.any() else None
+        self._train_rows64 = None
+        self._ridge = {}  # rows (their indices into train_rows) -> _RidgeRows
+
+    @property
+    def train_rows64(self) -> np.ndarray:
+        """The standardised training rows in float64, C order: what LogisticRegressionCV converts them to."""
+        if self._train_rows64 is None:
+            self._train_rows64 = np.asarray(self.train_rows, dtype=np.float64, order="C")
+        return self._train_rows64
+
+    def ridge(self, rows: np.ndarray | None = None) -> _RidgeRows:
+        """The ridge solver of these training rows (all, or the subset `rows` of a fold), made once."""
+        key = None if rows is None else np.asarray(rows).tobytes()
+        if key not in self._ridge:
+            self._ridge[key] = _RidgeRows(self.train_rows if rows is None else self.train_rows[rows])
+        return self._ridge[key]
+
+
+class _RidgeRows:
+    """sklearn's Ridge (fit_intercept, solver "auto", that is Cholesky on X^T X + alpha I) on fixed rows for any
+    number of targets and strengths: the rows centred and X^T X formed once, then the very operations of Ridge.fit in
+    the same order and dtype (`tests/test_probes.py` holds it to Ridge's coef_ and intercept_, bit for bit). Where
+    Ridge takes another route (more features than rows, a singular system) sklearn's own Ridge fits instead."""
+
+    def __init__(self, X: np.ndarray):
+        self.X = X
+        self.own = X.ndim == 2 and X.dtype in (np.float32, np.float64) and X.shape[1] <= X.shape[0]
+        if self.own:  # Ridge: check_array(copy=True); X_offset = average; X -= X_offset (sklearn _preprocess_data)
+            Xc = np.array(X, copy=True)
+            self.offset = np.asarray(np.average(Xc, axis=0)).astype(Xc.dtype, copy=False)
+            Xc -= self.offset
+            self.centred, self.gram = Xc, Xc.T @ Xc
+
+    def fit(self, y: np.ndarray, alpha: float) -> Ridge:
+        """A fitted Ridge(alpha) on these rows and targets y (1-D)."""
+        model = Ridge(alpha=alpha)
+        if self.own:
+            try:
+                coef, intercept = self._solve(y, alpha)
+            except linalg.LinAlgError:  # Ridge falls back on its SVD solver here
+                return model.fit(self.X, y)
+            model.coef_, model.intercept_ = coef, intercept
+            model.n_features_in_, model.n_iter_, model.solver_ = self.X.shape[1], None, "cholesky"
+            return model
+        return model.fit(self.X, y)
+
+    def _solve(self, y, alpha):
+        Xc, d = self.centred, self.centred.shape[1]
+        y = np.array(y, dtype=Xc.dtype, copy=True)  # _preprocess_data: y in X's dtype, centred
+        y_offset = np.asarray(np.average(y, axis=0))
+        y -= y_offset
+        Xy = Xc.T @ y.reshape(-1, 1)  # _solve_cholesky
+        A = self.gram.copy()
+        A.flat[:: d + 1] += np.asarray(alpha, dtype=Xc.dtype).ravel()[0]
+        coef = linalg.solve(A, Xy, assume_a="pos", overwrite_a=True).T.reshape(-1)
+        coef = np.divide(coef.astype(self.offset.dtype, copy=False), np.ones(d, dtype=Xc.dtype))  # _set_intercept
+        return coef, y_offset - self.offset @ coef
+
+
+def _linear_scores(model, X):
+    """X @ coef_ + intercept_ as sklearn's linear models compute it (decision_function, LinearModel.predict)."""
+    coef = model.coef_
+    return X @ coef + model.intercept_ if coef.ndim == 1 else X @ coef.T + model.intercept_
+
+
+def _linear_predict(model, X):
+    """model.predict(X) of a fitted sklearn linear model, without its input checks: the same numbers."""
+    scores = _linear_scores(model, X)
+    if not hasattr(model, "classes_"):
+        return scores
+    if scores.ndim > 1 and scores.shape[1] == 1:
+        scores = scores.reshape(-1)
+    indices = (scores > 0).astype(np.intp) if scores.ndim == 1 else scores.argmax(1)
+    return model.classes_.take(indices, axis=0)
+
+
+def _balanced_accuracy_scorer(estimator, X, y) -> float:
+    """sklearn's "balanced_accuracy" scorer, for the models LogisticRegressionCV scores on each fold and strength:
+    the same predictions and the same number, without validating X again at every call."""
+    return balanced_accuracy(y, _linear_predict(estimator, X))
+
+
 class _LinearProbe(BaseEstimator):
     """Standardise on the rows given to fit, then a linear model whose L2 strength is fixed, or chosen by
-    cross-validation over contiguous folds of those rows (sklearn's LogisticRegressionCV / RidgeCV, which refit the
-    best strength on all of them). The inner folds share the one standardisation of the training rows: only the
-    choice of strength could feel that, never the test rows, which fit does not receive."""
+    cross-validation over contiguous folds of those rows (sklearn's LogisticRegressionCV, and RidgeCV's search
+    written out, which refit the best strength on all of them). The inner folds share the one standardisation of the
+    training rows: only the choice of strength could feel that, never the test rows, which fit does not receive."""
 
-    def _fit(self, X, y, groups):
-        self.scaler_ = StandardScaler().fit(X)
-        Xs = self.scaler_.transform(X)
+    def fit_rows(self, rows: ProbeRows, y, groups=None):
+        """fit(X[rows.train], y, groups) from rows already standardised (`ProbeRows`): the same probe."""
+        self.n_features_in_ = rows.n_features
+        return self._fit_rows(rows, *self._targets(np.asarray(y)), groups)
+
+    def _fit_rows(self, rows: ProbeRows, y, groups):
+        self.scaler_ = rows.scaler
         fixed = getattr(self, self._strength_name)
-        if fixed is None and X.shape[0] >= 2 * self.cv:
+        n = rows.train_rows.shape[0]
+        if fixed is None and n >= 2 * self.cv:
             classes = y if isinstance(self, ClassifierMixin) else None
-            self.model_ = self._searching_model(contiguous_folds(X.shape[0], groups, self.cv, classes)).fit(Xs, y)
-            strength = float(np.ravel(getattr(self.model_, self._strength_name + "_"))[0])
+            self.model_, strength = self._search(rows, y, contiguous_folds(n, groups, self.cv, classes))
         else:
             grid = self._grid()
             strength = fixed if fixed is not None else grid[len(grid) // 2]
-            self.model_ = self._fixed_model(strength).fit(Xs, y)
+            self.model_ = self._fixed(rows, y, strength)
         setattr(self, self._strength_name + "_", float(strength))
         standardised = np.atleast_2d(self.model_.coef_)  # (n_outputs, d): weights on standardised features
         self.importance_ = np.abs(standardised).max(0)  # |w| x std of each input (NeuroX's ranking, standardised)
@@ -93,6 +199,23 @@ class _LinearProbe(BaseEstimator):
     def predict(self, X):
         Xs = self._standardised(X)
         return self.model_.predict(Xs)
+
+    def standardise(self, X: np.ndarray) -> np.ndarray:
+        """scaler_.transform(X) for a float array the caller vouches for (finite, n_features_in_ columns), without
+        its checks: the same operations, (X - mean) / scale in X's dtype."""
+        Xs = np.array(X, dtype=X.dtype if X.dtype in (np.float32, np.float64) else np.float64, copy=True)
+        Xs -= self.scaler_.mean_.astype(Xs.dtype)
+        Xs /= self.scaler_.scale_.astype(Xs.dtype)
+        return Xs
+
+    def predict_standardised(self, Xs: np.ndarray) -> np.ndarray:
+        """model_.predict(Xs) for rows already standardised (`standardise`, ProbeRows.test_rows): the same numbers
+        as predict, without sklearn's checks."""
+        return _linear_predict(self.model_, Xs)
+
+    def predict_rows(self, X: np.ndarray) -> np.ndarray:
+        """predict(X) for a float array the caller vouches for: the same numbers, without sklearn's checks."""
+        return self.predict_standardised(self.standardise(X))
 
 
 class LogisticProbe(ClassifierMixin, _LinearProbe):
@@ -113,22 +236,30 @@ class LogisticProbe(ClassifierMixin, _LinearProbe):
     def _grid(self):
         return tuple(self.Cs)
 
-    def _searching_model(self, folds):
-        return LogisticRegressionCV(Cs=list(self.Cs), cv=folds, class_weight="balanced", scoring="balanced_accuracy",
-                                    max_iter=self.max_iter, **_LOGISTIC_CV_OPTIONS)  # fmt: skip
+    def _search(self, rows, y, folds):
+        model = LogisticRegressionCV(Cs=list(self.Cs), cv=folds, class_weight="balanced",
+                                     scoring=_balanced_accuracy_scorer, max_iter=self.max_iter,
+                                     **_LOGISTIC_CV_OPTIONS).fit(rows.train_rows64, y)  # fmt: skip
+        return model, float(np.ravel(model.C_)[0])
 
-    def _fixed_model(self, C):
-        return LogisticRegression(C=C, class_weight="balanced", max_iter=self.max_iter)
+    def _fixed(self, rows, y, C):  # LogisticRegression keeps float32 rows (LogisticRegressionCV converts them)
+        return LogisticRegression(C=C, class_weight="balanced", max_iter=self.max_iter).fit(rows.train_rows, y)
 
-    def fit(self, X, y, groups=None):
-        X, y = validate_data(self, X, y)
+    def _targets(self, y):
         check_classification_targets(y)
         self.classes_ = np.unique(y)
         if self.classes_.size < 2:
             raise ValueError("a probe needs 2 classes in its training labels, got 1 class")
-        self._fit(X, y, groups)
+        return (y,)
+
+    def _fit_rows(self, rows, y, groups):
+        super()._fit_rows(rows, y, groups)
         self.n_iter_ = np.atleast_1d(self.model_.n_iter_)
         return self
+
+    def fit(self, X, y, groups=None):
+        X, y = validate_data(self, X, y)
+        return self._fit_rows(ProbeRows(X), *self._targets(y), groups)
 
     def decision_function(self, X):
         Xs = self._standardised(X)
@@ -141,7 +272,11 @@ class LogisticProbe(ClassifierMixin, _LinearProbe):
 
 class RidgeProbe(RegressorMixin, _LinearProbe):
     """Ridge regression on standardised activations; alpha fixed, or chosen from `alphas` by cross-validation
-    (R^2) over `cv` contiguous folds of the training rows."""
+    (R^2) over `cv` contiguous folds of the training rows.
+
+    The search is RidgeCV(alphas, cv=folds, scoring="r2") written out (GridSearchCV over Ridge: the mean R^2 over
+    the folds, the first best strength, refitted on all rows), so that the folds' X^T X is formed once for every
+    strength, and, through ProbeRows, for every feature and control on the same rows."""
 
     _strength_name = "alpha"
 
@@ -153,15 +288,26 @@ class RidgeProbe(RegressorMixin, _LinearProbe):
     def _grid(self):
         return tuple(self.alphas)
 
-    def _searching_model(self, folds):
-        return RidgeCV(alphas=list(self.alphas), cv=folds, scoring="r2")
+    def _search(self, rows, y, folds):
+        alphas = np.asarray(list(self.alphas))
+        scores = np.empty((alphas.size, len(folds)))
+        for j, (train, test) in enumerate(folds):
+            solver = rows.ridge(train)
+            for i, alpha in enumerate(alphas):
+                scores[i, j] = r2(y[test], _linear_scores(solver.fit(y[train], alpha), rows.train_rows[test]))
+        means = np.average(scores, axis=1)  # GridSearchCV: rank by the mean score, NaN last, ties to the first
+        best = 0 if np.isnan(means).all() else int(np.argmax(np.nan_to_num(means, nan=np.nanmin(means) - 1)))
+        return rows.ridge().fit(y, alphas[best]), float(alphas[best])
 
-    def _fixed_model(self, alpha):
-        return Ridge(alpha=alpha)
+    def _fixed(self, rows, y, alpha):
+        return rows.ridge().fit(y, alpha)
+
+    def _targets(self, y):
+        return (np.asarray(y).astype(np.float64),)
 
     def fit(self, X, y, groups=None):
         X, y = validate_data(self, X, y, y_numeric=True)
-        return self._fit(X, y.astype(np.float64), groups)
+        return self._fit_rows(ProbeRows(X), *self._targets(y), groups)
 
 
 def make_probe(kind: str, **params) -> _LinearProbe:
@@ -173,9 +319,50 @@ def make_probe(kind: str, **params) -> _LinearProbe:
     raise ValueError(f"unknown feature kind {kind!r}")
 
 
+def balanced_accuracy(y_true, y_pred) -> float:
+    """sklearn's balanced_accuracy_score (the mean recall over the classes of y_true) from one bincount of the
+    confusion matrix: the same number, without its input checks (1-D class labels)."""
+    y_true, y_pred = np.asarray(y_true).ravel(), np.asarray(y_pred).ravel()
+    if y_true.size and y_true.dtype.kind in "biu" and y_pred.dtype.kind in "biu":
+        t, p = y_true.astype(np.int64), y_pred.astype(np.int64)
+        lo = min(t.min(), p.min())
+        k = int(max(t.max(), p.max()) - lo + 1)
+        counts = np.bincount((t - lo) * k + (p - lo), minlength=k * k).reshape(k, k)
+        present = (counts.sum(0) + counts.sum(1)) > 0  # the labels of either (sklearn's unique_labels)
+        counts = counts[np.ix_(present, present)]
+    else:
+        labels, codes = np.unique(np.concatenate([y_true, y_pred]), return_inverse=True)
+        k = labels.size
+        counts = np.bincount(codes[: y_true.size] * k + codes[y_true.size :], minlength=k * k).reshape(k, k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_class = np.diagonal(counts) / counts.sum(axis=1)
+    if np.isnan(per_class).any():
+        warnings.warn("y_pred contains classes not in y_true", stacklevel=2)
+        per_class = per_class[~np.isnan(per_class)]
+    return float(np.mean(per_class))
+
+
+def r2(y_true, y_pred) -> float:
+    """sklearn's r2_score of 1-D targets (the same dtype rules, operations and force_finite cases), without its
+    input checks: the same number."""
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    floats = [a.dtype for a in (y_true, y_pred) if a.dtype.kind == "f"]
+    dtype = np.result_type(*floats) if floats else np.float64
+    y_true, y_pred = y_true.astype(dtype).reshape(-1, 1), y_pred.astype(dtype).reshape(-1, 1)
+    if y_pred.shape[0] < 2:
+        return float("nan")
+    numerator = np.sum((y_true - y_pred) ** 2, axis=0)
+    denominator = np.sum((y_true - np.asarray(np.average(y_true, axis=0))) ** 2, axis=0)
+    out = np.ones(1, dtype=dtype)
+    valid = (denominator != 0) & (numerator != 0)
+    out[valid] = 1 - (numerator[valid] / denominator[valid])
+    out[(numerator != 0) & (denominator == 0)] = 0.0
+    return float(np.average(out))
+
+
 def score(kind: str, y_true, y_pred) -> float:
-    """The task metric: balanced accuracy for binary features, R^2 for counts."""
-    return float(balanced_accuracy_score(y_true, y_pred) if kind == "binary" else r2_score(y_true, y_pred))
+    """The task metric: balanced accuracy for binary features, R^2 for counts (sklearn's numbers, computed here)."""
+    return balanced_accuracy(y_true, y_pred) if kind == "binary" else r2(y_true, y_pred)
 
 
 # ------------------------------------------------------------------------------------------ splits and controls
@@ -267,17 +454,23 @@ def fit_probe(
     cv: int = 3,
     grid: tuple | None = None,
     seed: int = 0,
+    rows: ProbeRows | None = None,
 ) -> ProbeResult:
     """Fit a probe on the training rows and score it on the test rows; the same for each control task.
 
     X (n, d) activations; labels, groups (n,); test (n,) bool; control_types {name: (n,) types}. Only rows of
     X[~test] (every `train_stride`-th: neighbouring characters carry nearly the same state) are given to `fit`.
+    rows: `ProbeRows(X, test, train_stride)`, made once where many features are probed on the same X (else here).
     """
-    train = np.flatnonzero(~test)[::train_stride]
+    if rows is None:
+        rows = ProbeRows(X, test, train_stride)
+    elif rows.train_stride != train_stride or not np.array_equal(rows.test, test):
+        raise ValueError("rows were made for other test rows or another train_stride")
+    train = rows.train
     params = {"cv": cv} | ({} if grid is None else {"Cs" if kind == "binary" else "alphas": tuple(grid)})
-    probe = make_probe(kind, **params).fit(X[train], labels[train], groups=groups[train])
+    probe = make_probe(kind, **params).fit_rows(rows, labels[train], groups=groups[train])
     strength = probe.C_ if kind == "binary" else probe.alpha_
-    predicted = probe.predict(X[test])
+    predicted = probe.predict_standardised(rows.test_rows)
     task_score = score(kind, labels[test], predicted)
 
     controls = {}
@@ -287,13 +480,13 @@ def fit_probe(
         if kind == "binary" and np.unique(control_labels[train]).size < 2:
             controls[name] = 0.5  # no draw gave the control two classes: a constant guess, at chance
             continue
-        control_probe = make_probe(kind, **params, **fixed).fit(X[train], control_labels[train])
-        controls[name] = score(kind, control_labels[test], control_probe.predict(X[test]))
+        control_probe = make_probe(kind, **params, **fixed).fit_rows(rows, control_labels[train])
+        controls[name] = score(kind, control_labels[test], control_probe.predict_standardised(rows.test_rows))
 
     if kind == "binary":
         majority_class = np.bincount(labels[train]).argmax()
         baseline = score(kind, labels[test], np.full(int(test.sum()), majority_class))
-        accuracy = float(accuracy_score(labels[test], predicted))
+        accuracy = float(np.average(labels[test] == predicted))  # sklearn's accuracy_score
         majority = float(np.mean(labels[test] == majority_class))
     else:
         baseline = score(kind, labels[test], np.full(int(test.sum()), labels[train].mean()))
@@ -315,9 +508,13 @@ class SingleCells:
     def __init__(self, X: np.ndarray, test: np.ndarray):
         self.test = np.asarray(test, dtype=bool)
         self.Xtr, self.Xte = X[~self.test], X[self.test]
-        self.order = np.argsort(self.Xtr, axis=0, kind="stable")  # (n_train, d)
-        self.sorted = np.take_along_axis(self.Xtr, self.order, 0)
-        self.between = np.vstack([self.sorted[1:] > self.sorted[:-1], np.zeros((1, X.shape[1]), dtype=bool)])
+        columns = np.ascontiguousarray(self.Xtr.T)  # (d, n_train): one row per cell, sorted along its memory
+        # The order of equal values does not matter (a threshold is only placed between different values), except in
+        # a constant cell, where the stable order (the rows' own) decides the direction of its meaningless threshold.
+        self.order = np.argsort(columns, axis=1)  # (d, n_train)
+        self.sorted = np.take_along_axis(columns, self.order, 1)
+        self.between = np.hstack([self.sorted[:, 1:] > self.sorted[:, :-1], np.zeros((X.shape[1], 1), dtype=bool)])
+        self.order[~self.between.any(1)] = np.arange(columns.shape[1])
 
     def scores(self, labels: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
         """(train score, test score), each (d,): balanced accuracy (binary) or R^2 (count) of each cell alone."""
@@ -340,17 +537,19 @@ class SingleCells:
     def _binary(self, ytr, yte):
         positive = ytr == ytr.max()
         P, N = max(positive.sum(), 1), max((~positive).sum(), 1)
-        pos_sorted = positive[self.order]  # (n, d)
+        pos_sorted = positive[self.order]  # (d, n)
+        positives_below = np.cumsum(pos_sorted, 1)  # at or below sorted row k; the negatives: k + 1 minus these
+        negatives_below = np.arange(1, pos_sorted.shape[1] + 1) - positives_below
         # threshold after sorted row k, positive above it: recall of positives (above) and negatives (at or below)
-        balanced = 0.5 * ((P - np.cumsum(pos_sorted, 0)) / P + np.cumsum(~pos_sorted, 0) / N)  # (n, d)
-        up = np.where(self.between, balanced, -np.inf).argmax(0)
-        down = np.where(self.between, balanced, np.inf).argmin(0)  # the same threshold, positive below it
-        cols = np.arange(balanced.shape[1])
-        use_down = 1.0 - balanced[down, cols] > balanced[up, cols]
+        balanced = 0.5 * ((P - positives_below) / P + negatives_below / N)  # (d, n)
+        up = np.where(self.between, balanced, -np.inf).argmax(1)
+        down = np.where(self.between, balanced, np.inf).argmin(1)  # the same threshold, positive below it
+        cols = np.arange(balanced.shape[0])
+        use_down = 1.0 - balanced[cols, down] > balanced[cols, up]
         k = np.where(use_down, down, up)
-        threshold = 0.5 * (self.sorted[k, cols] + self.sorted[np.minimum(k + 1, len(self.sorted) - 1), cols])
-        train_score = np.where(use_down, 1.0 - balanced[down, cols], balanced[up, cols])
-        train_score = np.where(self.between.any(0), train_score, 0.5)  # a constant cell: chance
+        threshold = 0.5 * (self.sorted[cols, k] + self.sorted[cols, np.minimum(k + 1, self.sorted.shape[1] - 1)])
+        train_score = np.where(use_down, 1.0 - balanced[cols, down], balanced[cols, up])
+        train_score = np.where(self.between.any(1), train_score, 0.5)  # a constant cell: chance
 
         pred = (self.Xte > threshold) != use_down  # (n_test, d)
         truth = (yte == ytr.max())[:, None]

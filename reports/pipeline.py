@@ -46,7 +46,7 @@ from charlm.sweep import executor, run_graph
 from corpora import atomic
 
 from .render import FailedModel, ReportContext, UnshippedModel, render
-from .sections import analysis_job, error_line, failed_result, say, write_log
+from .sections import analysis_job, analysis_part_job, analysis_parts, error_line, failed_result, say, write_log
 
 BUILD_ROOT = Path("reports/build")
 PACKAGES = (
@@ -159,9 +159,15 @@ def analysis_jobs(profile: Profile, models: list[Planned], model_jobs: list, dat
     jobs = []
     for name in profile.analyses:
         reads = common.needs(common.load_analysis(name))
-        run = partial(analysis_job, name, wanted, profile.analysis.get(name, {}), str(data_dir), env, threads,
-                      commands[name], str(log_dir / f"{name}.log"))  # fmt: skip
-        jobs.append(Job(f"analysis:{name}", run, after=everything if reads.predictions else training))
+        before = everything if reads.predictions else training
+        settings = profile.analysis.get(name, {})
+        parts = [] if training else analysis_parts(name, wanted, settings)  # models to train: compute does it all
+        for part in parts:
+            run = partial(analysis_part_job, name, part, wanted, settings, env, threads)
+            jobs.append(Job(f"part:{name}:{part}", run, after=before))
+        run = partial(analysis_job, name, wanted, settings, str(data_dir), env, threads, commands[name],
+                      str(log_dir / f"{name}.log"))  # fmt: skip
+        jobs.append(Job(f"analysis:{name}", run, after=before + tuple(f"part:{name}:{p}" for p in parts)))
     return jobs
 
 
@@ -234,7 +240,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         phase_seconds = {"jobs": time.perf_counter() - t0}
     failed_models = _model_failures(jobs, outcomes, log_dir)
     results = []
-    for job in analyses:
+    for job in (j for j in analyses if j.key.startswith("analysis:")):
         name, result = job.key.split(":", 1)[1], outcomes[job.key]
         if isinstance(result, Exception):  # the job died outside the analysis (a lost worker), or its models failed
             result = failed_result(name, result, "its worker", commands[name], log_dir / f"{name}.log")
@@ -257,8 +263,10 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     ].copy()  # fmt: skip
     trainings["cached"] = trainings["model_id"].isin({k for k, p in problems.items() if p is None})
     trainings = trainings.sort_values(["corpus", "family", "arch", "n", "layers", "model_id"], ignore_index=True)
-    epochs = [len(ctx.metrics(r).get("epochs") or []) if r["family"] == "neural" else None
-              for _, r in ctx.index.set_index("model_id").loc[trainings["model_id"]].reset_index().iterrows()]
+    epochs = [
+        len(ctx.metrics(r).get("epochs") or []) if r["family"] == "neural" else None
+        for _, r in ctx.index.set_index("model_id").loc[trainings["model_id"]].reset_index().iterrows()
+    ]
     trainings["epochs"] = pd.array(epochs, dtype="Int64")  # model facts a sentence may state: from here
     atomic.write_text(data_dir / "models.csv", trainings.to_csv(index=False))
     ctx_report = ReportContext(
@@ -286,7 +294,9 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         "jobs": {j.key: {"seconds": j.extra["seconds"], "what": j.work.what, "units": j.work.units,
                          "shape": j.work.shape, "params": j.work.params, "bytes": _bytes(j.model.directory)}
                  for j in jobs if "seconds" in j.extra and not isinstance(outcomes[j.key], Exception)},
-        "analyses": {r["name"]: r["seconds"] for r in results if r.get("status") == "computed"},
+        "analyses": {**{r["name"]: r["seconds"] for r in results if r.get("status") == "computed"},
+                     **{j.key.split(":", 1)[1]: j.extra["seconds"] for j in analyses
+                        if j.key.startswith("part:") and "seconds" in j.extra}},  # parts: "cells:<model id>"
         "measured": {"date": dt.date.today().isoformat(), "machine": est_machine(), "git": _git_revision(),
                      "workers": workers, "estimate_s": round(plan_estimate.wall_s, 1),
                      "phases_s": {k: round(v, 1) for k, v in phase_seconds.items()},

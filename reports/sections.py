@@ -98,6 +98,32 @@ def analysis_job(
     return out
 
 
+def analysis_part_job(name: str, part: str, wanted: list[str], profile_settings: dict, env: dict, threads: int):
+    """One part of an analysis (Analysis.parts), cached where its `compute` will find it. An exception here is left
+    to the analysis's own job, which then computes the part itself and reports what fails."""
+    try:
+        worker_env(env, threads)
+        index = model_index()
+        index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+        analysis = common.load_analysis(name)
+        ctx = Context(index, common.settings(analysis, profile_settings), repair=True, say=say)
+        analysis.compute_part(ctx, part)
+    except Exception as err:  # the analysis's job computes the part again and reports what fails, where
+        return f"{part}: {error_line(err)}"
+    return part
+
+
+def analysis_parts(name: str, wanted: list[str], profile_settings: dict) -> list[str]:
+    """The parts of an analysis over the models built so far (none when its models are still to be trained)."""
+    index = model_index()
+    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+    analysis = common.load_analysis(name)
+    try:
+        return analysis.parts(Context(index, common.settings(analysis, profile_settings), repair=False))
+    except Exception:  # its compute says what is wrong, in its own section
+        return []
+
+
 def failed_result(name: str, err: BaseException, stage: str, command: str, log: Path | None) -> dict:
     """What a failed analysis's section shows: the error, where it happened, how to reproduce it, its traceback."""
     if command and stage == "plot(result)":

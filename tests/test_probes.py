@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 import torch
 from conftest import fake_corpus_file
+from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge, RidgeCV
+from sklearn.metrics import balanced_accuracy_score, r2_score
 from sklearn.model_selection import GroupKFold, cross_val_score
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 from test_cells import COUNTER, line_counter_lstm
 
@@ -19,15 +22,22 @@ from probes import features as F
 from probes import view
 from probes.activations import more_windows, run_ablated, run_zeroed, trace_windows, window_batch, window_starts
 from probes.probe import (
+    _LOGISTIC_CV_OPTIONS,
     LogisticProbe,
+    ProbeRows,
     RidgeProbe,
     SingleCells,
+    _RidgeRows,
+    balanced_accuracy,
     block_split,
     context_types,
+    contiguous_folds,
     control_informative,
     control_task,
     fit_probe,
     last_chars,
+    make_probe,
+    r2,
 )
 
 
@@ -255,6 +265,127 @@ def test_a_control_is_informative_only_away_from_chance_and_from_the_ceiling():
     assert not control_informative(0.02, "count") and not control_informative(-0.4, "count")  # floor
     assert not control_informative(float("nan"), "count")
     assert control_informative(0.93, "binary", margin=0.05) and not control_informative(0.93, "binary")
+
+
+# ---------------------------------------------------------------------------------- fast paths: sklearn's numbers
+
+
+def test_balanced_accuracy_and_r2_are_sklearns_numbers():
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # y_pred classes not in y_true, R^2 of constant targets
+        for trial in range(40):
+            n, k, shift = int(rng.integers(2, 300)), int(rng.integers(2, 5)), trial % 3
+            t, p = rng.integers(0, k, n) - shift, rng.integers(0, k + trial % 2, n) - shift
+            assert balanced_accuracy(t, p) == balanced_accuracy_score(t, p)
+            assert balanced_accuracy(t * 1.0, p * 1.0) == balanced_accuracy_score(t * 1.0, p * 1.0)
+            y = rng.integers(0, 9, n) * (trial % 5 > 0)  # every fifth constant
+            for pred in ((y + rng.normal(size=n)).astype(np.float32), y + rng.normal(size=n), y * 1.0):
+                assert r2(y, pred) == r2_score(y, pred)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_ridge_rows_are_sklearns_ridge_bit_for_bit(dtype):
+    rng = np.random.default_rng(1)
+    for shape in ((300, 12), (40, 40), (10, 20)):  # the last: more features than rows, sklearn's own route
+        X = rng.normal(size=shape).astype(dtype)
+        y = 2.0 * X[:, 0] + rng.normal(size=shape[0])
+        solver = _RidgeRows(X)
+        for alpha in (0.5, 10.0, np.float64(1000.0)):
+            ours, theirs = solver.fit(y, alpha), Ridge(alpha=alpha).fit(X, y)
+            np.testing.assert_array_equal(ours.coef_, theirs.coef_)
+            np.testing.assert_array_equal(ours.intercept_, theirs.intercept_)
+            np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
+def test_probes_are_the_sklearn_searches_they_replace_and_fit_probe_the_same_on_shared_rows():
+    """fit_probe written with sklearn's own estimators and scorers, as before the fast paths: the same numbers."""
+    X, y, groups = informative(n=1500, d=8)
+    rng = np.random.default_rng(2)
+    X = (X + rng.normal(scale=1.5, size=X.shape)).astype(np.float32)  # room for the strength to matter
+    counts = np.round(X[:, 2] * 2.0 + rng.normal(size=y.size)).astype(int)
+    test, types = block_split(groups, 4), (np.arange(y.size) % 11).astype(np.int64)
+    shared = ProbeRows(X, test, 2)
+    train = np.flatnonzero(~test)[::2]
+    scaler = StandardScaler().fit(X[train])
+    Xtr, Xte = scaler.transform(X[train]), scaler.transform(X[test])
+    for kind, labels, grid in (("binary", y, (0.001, 0.01, 1.0)), ("count", counts, (1.0, 100.0, 3000.0))):
+        folds = contiguous_folds(train.size, groups[train], 3, labels[train] if kind == "binary" else None)
+        control = control_task(types, labels, kind, test, 0)
+        if kind == "binary":
+            cv = LogisticRegressionCV(Cs=list(grid), cv=folds, class_weight="balanced", scoring="balanced_accuracy",
+                                      max_iter=300, **_LOGISTIC_CV_OPTIONS).fit(Xtr, labels[train])  # fmt: skip
+            strength = float(np.ravel(cv.C_)[0])
+            fixed = LogisticRegression(C=strength, class_weight="balanced", max_iter=300)
+            metric = balanced_accuracy_score
+        else:
+            cv = RidgeCV(alphas=list(grid), cv=folds, scoring="r2").fit(Xtr, labels[train].astype(np.float64))
+            strength, fixed, metric = cv.alpha_, Ridge(alpha=cv.alpha_), r2_score
+        control_score = metric(control[test], fixed.fit(Xtr, control[train]).predict(Xte))
+        ours = make_probe(kind, **{"C" if kind == "binary" else "alpha": strength}).fit_rows(shared, control[train])
+        assert ours.model_.coef_.dtype == fixed.coef_.dtype  # LogisticRegression fits float32 rows in float32
+        np.testing.assert_array_equal(ours.model_.coef_, fixed.coef_)
+        for rows in (None, shared):
+            r = fit_probe(X, labels, test, groups, kind, {"character": types}, 2, 3, grid, 0, rows)
+            assert r.strength == strength and r.score == metric(labels[test], cv.predict(Xte))
+            assert r.controls["character"] == control_score
+            np.testing.assert_array_equal(r.probe.model_.coef_, cv.coef_)
+            np.testing.assert_array_equal(r.probe.predict_rows(X[test]), r.probe.predict(X[test]))
+    with pytest.raises(ValueError, match="other test rows"):
+        fit_probe(X, y, ~test, groups, "binary", None, 2, rows=shared)
+
+
+def single_cells_by_hand(X, test, y):
+    """Each cell's threshold tried one by one, scored by sklearn (binary labels): first best upwards, first best
+    downwards, downwards where strictly better; then its test score."""
+    Xtr, ytr, out = X[~test], y[~test], []
+    for j in range(X.shape[1]):
+        values = np.unique(Xtr[:, j])
+        best = {True: (-np.inf, None), False: (-np.inf, None)}
+        for lo, hi in zip(values[:-1], values[1:]):
+            up = balanced_accuracy_score(ytr, Xtr[:, j] > 0.5 * (lo + hi))
+            for down, value in ((False, up), (True, 1.0 - up)):
+                if value > best[down][0]:
+                    best[down] = (value, 0.5 * (lo + hi))
+        down = best[True][0] > best[False][0]
+        train, threshold = best[down]
+        out.append((train, balanced_accuracy_score(y[test], (X[test, j] > threshold) != down)))
+    return np.array(out)
+
+
+def test_single_cells_are_thresholds_tried_one_by_one():
+    rng = np.random.default_rng(3)
+    y = (rng.random(160) < 0.3).astype(int)
+    X = np.c_[y + rng.normal(scale=0.8, size=160), rng.normal(size=(160, 3)), -2.0 * y + rng.normal(size=160)]
+    X[:, 3] = np.round(X[:, 3])  # ties
+    test = np.arange(160) >= 110
+    train_score, test_score = SingleCells(X.astype(np.float32), test).scores(y, "binary")
+    np.testing.assert_allclose(np.c_[train_score, test_score], single_cells_by_hand(X.astype(np.float32), test, y),
+                               rtol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["lstm", "gru-paper", "rnn"])
+def test_one_batched_ablation_is_one_pass_per_cell(arch):
+    """All runs (clean, cells held at zero and at a mean) of a few windows as rows of one batch, read from `start`:
+    what one pass per run over those windows gives, in every layer of a 2-layer model."""
+    model = tiny_model(arch)
+    windows = np.random.default_rng(4).integers(0, 7, size=(3, 40))
+    runs = [(None, 0.0), (1, 0.0), (3, 0.4), (4, -0.3)]
+    names = model.layers[0].state_names
+    held = np.zeros((len(runs), 3, 5), dtype=bool)
+    fill = np.zeros((len(runs), 3, 5), dtype=np.float32)
+    for k, (cell, value) in enumerate(runs):
+        if cell is not None:
+            held[k, :, cell], fill[k, :, cell] = True, value
+    for layer in (0, 1):
+        logp, states = run_ablated(model, np.tile(windows, (len(runs), 1)), layer, held.reshape(-1, 5),
+                                   {n: fill.reshape(-1, 5) for n in names}, start=10)  # fmt: skip
+        assert logp.shape == (12, 29) and states["h"].shape == (12, 30, 5)
+        for k in range(len(runs)):
+            one_logp, one = run_ablated(model, windows, layer, held[k], {n: fill[k] for n in names})
+            np.testing.assert_allclose(logp[3 * k : 3 * k + 3], one_logp[:, 10:], rtol=1e-6, atol=1e-6)
+            for n in names:
+                np.testing.assert_allclose(states[n][3 * k : 3 * k + 3], one[n][:, 10:], rtol=1e-6, atol=1e-6)
 
 
 # ------------------------------------------------------------------------------------------ windows and zeroing

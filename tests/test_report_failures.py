@@ -65,7 +65,7 @@ def gutenberg_text(n_bytes: int = 12_000) -> bytes:
 needs_kenlm = pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
 
 
-def _failing_plot(df):
+def _failing_plot(*args):
     raise ValueError(INJECTED)
 
 
@@ -125,9 +125,8 @@ def test_a_failing_analysis_and_a_failing_training_job_leave_a_complete_report(f
     assert list(sections) == profile.analyses  # every section rendered, in order
     failed = sections[FAILING_ANALYSIS]
     assert 'class="failed"' in failed
-    assert "Failed in plot(df):</strong> <code>ValueError: injected &lt;failure&gt; &amp; &#34;quotes&#34;</code>" in (
-        failed
-    )
+    shown = "Failed in plot(result):</strong> <code>ValueError: injected &lt;failure&gt; &amp; &#34;quotes&#34;</code>"
+    assert shown in failed
     assert "python -m analyses.saturation --profile smoke-all --corpus" in failed
     assert str(report / "logs" / "saturation.log") in failed
     assert "<failure>" not in html
@@ -143,7 +142,8 @@ def test_a_failing_analysis_and_a_failing_training_job_leave_a_complete_report(f
         assert "Reproduce: <code>python -m analyses." + name in sections[name]
         assert (report / "logs" / f"{name}.log").is_file()
         assert f'<a href="#{name}">' in first_page.split('id="failures"')[1].split('id="findings"')[0]
-        assert re.search(rf'href="#{name}">[^<]*</a>: <span class="failed-tag">failed</span>', first_page)
+        box = first_page[first_page.index('id="failures"') :]
+        assert re.search(rf'href="#{name}">[^<]*</a>: <code>', box), name
     print("sections that failed:", failed_names)
 
     # The model whose training failed is named with its error and log; analyses ran without it.
@@ -186,16 +186,16 @@ def test_a_failed_analysis_is_not_cached_as_good(failing_run, monkeypatch):
     data = failing_run["report"] / "data"
     assert not (data / "saturation.key").exists()
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(failing_run["artifacts"]))
-    records = model_index(failing_run["artifacts"]).to_dict("records")
+    records = list(model_index(failing_run["artifacts"])["model_id"])
     settings = load_profile(PROFILE).analysis["saturation"]
     env = {"CHARLM_ARTIFACTS": str(failing_run["artifacts"]), "CORPORA_DIR": str(failing_run["tmp"] / "corpora")}
     monkeypatch.setenv("CORPORA_DIR", env["CORPORA_DIR"])
     job = partial(analysis_job, "saturation", records, settings, str(data), env, 1, "cmd", str(data / "s.log"))
     assert job()["status"] == "computed" and (data / "saturation.key").exists()
     assert job()["status"] == "cached"
-    monkeypatch.setattr(analyses.saturation, "caption", _failing_plot)  # fails on the cached path too
+    monkeypatch.setattr(type(analyses.saturation.ANALYSIS), "summary_table", _failing_plot)  # on the cached path too
     result = job()
-    assert result["failed"] == f"ValueError: {INJECTED}" and result["stage"] == "caption(df)"
+    assert result["failed"] == f"ValueError: {INJECTED}" and result["stage"] == "the report section"
     assert result["section"].failed and not (data / "saturation.key").exists()
     assert "_failing_plot" in (data / "s.log").read_text()
     monkeypatch.undo()
@@ -222,12 +222,12 @@ def test_keyboard_interrupt_in_an_analysis_stops_the_run(failing_run, monkeypatc
 
 def test_a_section_that_cannot_be_built_is_shown_as_failed(failing_run, monkeypatch):
     """A result whose section raises (its compact table, here): a failed section naming where, not an exception."""
-    from analyses.common import Legacy
+    import analyses.cross_entropy
 
     def broken(self, result):
         raise KeyError("budget")
 
-    monkeypatch.setattr(Legacy, "summary_table", broken)
+    monkeypatch.setattr(type(analyses.cross_entropy.ANALYSIS), "summary_table", broken)
     ids = list(model_index(failing_run["artifacts"])["model_id"])
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(failing_run["artifacts"]))
     out = analysis_job("cross_entropy", ids, {}, str(failing_run["tmp"] / "broken"), {}, 1)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from charlm.checkpoint import load_payload
-from charlm.kinds.recurrent import train_job
+from charlm.kinds.recurrent import score_job, train_job
 from charlm.paths import checkpoint_predictions_path
 from charlm.predictions import load as load_predictions
 from charlm.sweep import executor, run_jobs
@@ -33,7 +33,13 @@ def _jobs(corpus_path, root):
         )
         for arch in ("lstm", "lstm-srnn-hidden")
     ]
-    return [partial(train_job, c.__dict__, env, 1, "contiguous") for c in configs]
+    return [partial(_train_and_score, c.__dict__, env) for c in configs]
+
+
+def _train_and_score(config: dict, env: dict) -> str:
+    """A report's two jobs for one network: train it, then score its checkpoint and snapshots."""
+    out = train_job(config, env, 1, "contiguous")
+    return score_job(out, config["corpus"], env, 1, "contiguous", True)
 
 
 def _artifacts(dirs):
