@@ -52,6 +52,7 @@ from probes.activations import (
 )
 from probes.features import Feature, check_names, features_for, style_of, window_labels
 from probes.probe import (
+    ProbeRows,
     SingleCells,
     block_split,
     context_types,
@@ -63,7 +64,7 @@ from probes.probe import (
 from probes.view import display_chars, strip_axes, viewer_html
 
 from .common import analysis_main, source_digest, style
-from .context import Context, MissingInput
+from .context import Context, MissingInput, Needs
 
 TITLE = "Interpretable cells: probes, control tasks and ablations"
 QUESTION = (
@@ -95,6 +96,7 @@ SETTINGS = {
     "found_count": 0.5,  # ... or this R^2 for a count
     "seed": 0,  # control-task labels and random cells
 }
+NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 ARCH_ORDER = list(ARCH_LABELS)
 METRIC = {"binary": "balanced accuracy", "count": "R^2"}
 CONTROLS = {"character": 1, "trigram": 3}  # control tasks: the type is the byte read, or the trigram ending there
@@ -249,9 +251,10 @@ def last_chars_baselines(windows: Windows, features: list[Feature], s: dict) -> 
     out = {}
     for k in s["last_k"]:
         X = last_chars(raw, windows.positions, int(k))
+        shared = ProbeRows(X, windows.test, s["train_stride"])  # standardised once for every feature's probe
         for f in features:
             r = fit_probe(X, windows.labels[f.name], windows.test, windows.groups, f.kind, None, s["train_stride"],
-                          s["cv"], s["cs"] if f.kind == "binary" else s["alphas"], s["seed"])  # fmt: skip
+                          s["cv"], s["cs"] if f.kind == "binary" else s["alphas"], s["seed"], shared)  # fmt: skip
             out[f"{f.name}_last{k}"] = r.score
     return out
 
@@ -295,10 +298,11 @@ def probe_model(model, windows: Windows, features: list[Feature], s: dict, base:
         cell_probes = {}
         for internal in probed:
             X = acts[f"layers.{layer}.{internal}"].reshape(W * L, H)
+            shared = ProbeRows(X, windows.test, s["train_stride"])  # standardised once for every feature's probe
             for f in probeable:
                 y = windows.labels[f.name]
                 r = fit_probe(X, y, windows.test, windows.groups, f.kind, windows.control_types, s["train_stride"],
-                              s["cv"], s["cs"] if f.kind == "binary" else s["alphas"], s["seed"])  # fmt: skip
+                              s["cv"], s["cs"] if f.kind == "binary" else s["alphas"], s["seed"], shared)  # fmt: skip
                 if internal == cell_name:
                     cell_probes[f.name] = r
                 train, test = windows.holding(f)
@@ -356,20 +360,20 @@ def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, ba
             for n in states:
                 fill[n][k] = means[n] if how == "mean" else 0.0
     logp, traced = run_ablated(model, np.tile(windows.batch[tw], (len(runs), 1)), layer, held.reshape(-1, H),
-                               {n: v.reshape(-1, H) for n, v in fill.items()})  # fmt: skip
-    logp = logp.reshape(len(runs), tw.size, -1)[:, :, windows.warmup : windows.warmup + L - 1]  # (R, n, L-1)
-    cells = traced[cell_name].reshape(len(runs), tw.size, -1, H)[:, :, windows.warmup :]  # (R, n, L, H)
+                               {n: v.reshape(-1, H) for n, v in fill.items()}, start=windows.warmup)  # fmt: skip
+    logp = logp.reshape(len(runs), tw.size, L - 1)  # (R, n, L-1): the predictions made inside the windows
+    cells = traced[cell_name].reshape(len(runs), tw.size, L, H)  # (R, n, L, H)
+    under = _probe_scores(cells, runs, features, probes, best, random_cells, windows.labels, tw, W, L)
 
     rows = []
     for f in features:
         by_single, by_weight, test_score = picks[f.name]
         cell = best[f.name]
         r = probes[f.name]
-        y = windows.labels[f.name].reshape(W, L)[tw].ravel()
         focus = windows.focus[f.name][tw][:, : L - 1]  # position t's prediction is of character t + 1
 
-        def probe_under(run, f=f, r=r, y=y):
-            return score(f.kind, y, r.probe.predict(cells[index[run]].reshape(-1, H)))
+        def probe_under(run, f=f):
+            return under[f.name, run]
 
         def loss(run, mask):
             return float(-logp[index[run]][mask].mean()) if mask.any() else float("nan")
@@ -417,6 +421,23 @@ def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, ba
                 "quantity": quantity, "values": _b64(np.rint(np.clip(values, -1, 1) * 127), np.int8),
             })  # fmt: skip
     return rows
+
+
+def _probe_scores(cells, runs, features, probes, best, random_cells, labels, tw, W, L) -> dict:
+    """{(feature, run): the feature's probe score on the test windows' cells of that run}, for the runs each feature
+    reads (its best cell and the random cells, held at zero and at the mean). Each run's cells are standardised once
+    for all the probes that share that standardisation (every probe on one internal), then each probe decides."""
+    ys = {f.name: labels[f.name].reshape(W, L)[tw].ravel() for f in features}
+    out = {}
+    for k, run in enumerate(runs):
+        readers = [f for f in features if run[0] >= 0 and run[0] in (best[f.name], *random_cells)]
+        standardised = {}
+        for f in readers:
+            probe = probes[f.name].probe
+            if id(probe.scaler_) not in standardised:
+                standardised[id(probe.scaler_)] = probe.standardise(cells[k].reshape(-1, cells.shape[-1]))
+            out[f.name, run] = score(f.kind, ys[f.name], probe.predict_standardised(standardised[id(probe.scaler_)]))
+    return out
 
 
 def _quantile(values: np.ndarray, q: float) -> float:
