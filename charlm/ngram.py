@@ -87,6 +87,8 @@ def binary_path(folder: Path) -> Path:
         match = re.match(r"ngram-n(\d+)-", Path(folder).name)
         n = int(match.group(1)) if match else 0
     return Path(folder) / binary_name(int(n))
+
+
 BENCH_POSITIONS = 20_000
 
 
