@@ -1,20 +1,13 @@
 """What every analysis shares: loading one (with its contract checked), its cache key, its CLI, figures.
 
-An analysis is one module `analyses/<name>.py` that defines
+An analysis is one module `analyses/<name>.py` that ends with `ANALYSIS = <its class>()`, a subclass of
+analyses.base.Analysis (the contract: name, title, question, claims, needs, settings; compute(ctx) -> Result;
+plot(result); summary_table(result); appendix(result); optionally parts/compute_part, paper_table, html). Its
+settings' defaults are overridden by the profile's [analysis.<name>] table and `--set key=value`. Its CLI is
 
-    TITLE, QUESTION             strings shown in the report
-    compute(ctx) -> DataFrame   a tidy table (one row per observation) from the Context
-    plot(df) -> Figure          a seaborn/matplotlib figure of that table (None when nothing is worth drawing)
-    caption(df) -> str          what the numbers show, honestly (including when the models are too weak)
-
-and optionally NEEDS (analyses.context.Needs), SETTINGS (defaults, overridable by the profile's
-[analysis.<name>] table and `--set key=value`), PAPER_SOURCE with paper_table() or with_paper(df),
-report_table(df) (what the report shows, when not the whole table), report_html(df) (an interactive
-fragment the analysis has escaped itself, such as the activation viewer), notes(df) -> list[str] and
-summary(df) -> str (its line in the report's findings). Its CLI is
-
+    main = analysis_main(__name__)
     if __name__ == "__main__":
-        sys.exit(run_cli(main))      with  main = analysis_main(__name__)
+        sys.exit(run_cli(main))
 """
 
 from __future__ import annotations
@@ -41,14 +34,12 @@ import corpora  # noqa: E402
 from corpora import atomic  # noqa: E402
 from corpora.errors import UserError  # noqa: E402
 
-from .base import Analysis, Finding, Result  # noqa: E402
+from .base import Analysis, Result  # noqa: E402
 from .context import Context, MissingInput, Needs, model_index, one_recipe_per_corpus  # noqa: E402
 
-REQUIRED = ("TITLE", "QUESTION", "compute", "plot", "caption")  # a module written before analyses.base
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("corpora", "charlm", "probes", "analyses")  # the code that produces numbers
 TEXT_COLUMNS = ("char", "text", "sample", "prime", "keywords")  # columns of corpus text, read back as text
-BRIEF_TRAINING = 20_000_000  # training characters below which captions say the models are only briefly trained
 
 
 def load_analysis(name: str) -> Analysis:
@@ -62,64 +53,30 @@ def load_analysis(name: str) -> Analysis:
             raise UserError(f"unknown analysis '{name}': no module analyses/{name}.py") from None
         raise
     analysis = getattr(module, "ANALYSIS", None)
-    if isinstance(analysis, Analysis):
-        return analysis
-    missing = [part for part in REQUIRED if not hasattr(module, part)]
-    if missing:
-        raise UserError(
-            f"analysis module analyses.{name} defines no ANALYSIS (an analyses.base.Analysis) and lacks "
-            f"{', '.join(missing)}"
-        )
-    return Legacy(module)
-
-
-class Legacy(Analysis):
-    """A module written before the contract (TITLE, compute(ctx) -> DataFrame, caption(df), ...), as an Analysis.
-    Its caption becomes one finding with no fields: the number check reads it like any other sentence."""
-
-    def __init__(self, module: ModuleType):
-        self.module = module
-        self.name = analysis_name(module)
-        self.title, self.question = module.TITLE, module.QUESTION
-        self.source = getattr(module, "PAPER_SOURCE", "")
-        self.needs = getattr(module, "NEEDS", Needs())
-        self.settings = dict(getattr(module, "SETTINGS", {}))
-
-    def compute(self, ctx: Context) -> Result:
-        df = self.module.compute(ctx)
-        return Result(df, self._findings(df))
-
-    def _findings(self, df) -> list[Finding]:
-        text = self.module.caption(df)
-        return [Finding(text.replace("{", "{{").replace("}", "}}"))] if text else []
-
-    def plot(self, result: Result):
-        return self.module.plot(result.table)
-
-    def summary_table(self, result: Result):
-        m, df = self.module, result.table
-        if hasattr(m, "report_table"):
-            return m.report_table(df)
-        return m.with_paper(df) if hasattr(m, "with_paper") else df
-
-    def paper_table(self):
-        m = self.module
-        return m.paper_table() if hasattr(m, "paper_table") and not hasattr(m, "with_paper") else None
-
-    def html(self, result: Result) -> str:
-        return self.module.report_html(result.table) if hasattr(self.module, "report_html") else ""
+    if not isinstance(analysis, Analysis):
+        raise UserError(f"analysis module analyses.{name} defines no ANALYSIS (an instance of analyses.base.Analysis)")
+    return analysis
 
 
 def as_analysis(analysis: Analysis | ModuleType) -> Analysis:
     """An Analysis, also from its module (tests and older callers pass the module)."""
     if isinstance(analysis, Analysis):
         return analysis
-    return getattr(analysis, "ANALYSIS", None) or Legacy(analysis)
+    found = getattr(analysis, "ANALYSIS", None)
+    if not isinstance(found, Analysis):
+        raise UserError(f"{getattr(analysis, '__name__', analysis)} defines no ANALYSIS (analyses.base.Analysis)")
+    return found
+
+
+def whole(value) -> int | float:
+    """A count from the model index as an int, NaN where the index has none (an adopted network's characters
+    trained: it was trained elsewhere)."""
+    return float("nan") if value is None or pd.isna(value) else int(value)
 
 
 def module_of(analysis: Analysis) -> ModuleType:
     """The module that defines an analysis (what its cache key hashes)."""
-    return analysis.module if isinstance(analysis, Legacy) else sys.modules[type(analysis).__module__]
+    return sys.modules[type(analysis).__module__]
 
 
 def analysis_name(module: ModuleType) -> str:
@@ -319,7 +276,9 @@ def save_table(df: pd.DataFrame, path: Path) -> Path:
 
 def read_table(path: Path) -> pd.DataFrame:
     """A table written by save_table; ids, hashes and text stay strings (a hash like "1e5432" would parse as a float,
-    the character "7" or a sample of digits as a number)."""
+    the character "7" or a sample of digits as a number). A table with no columns (written empty) reads back empty."""
+    if not path.read_text(encoding="utf-8").strip():
+        return pd.DataFrame()
     header = pd.read_csv(path, nrows=0).columns
     text = [
         c for c in header

@@ -111,7 +111,8 @@ def select_by_validation(index: pd.DataFrame) -> pd.DataFrame:
     index["selected"] = True
     neural = index["family"] == "neural"
     if neural.any():
-        mean_val = index[neural].groupby(["variant", "dropout"])["val_loss"].mean()
+        # an adopted network has no validation loss: its one dropout is selected (inf ties resolve to the first)
+        mean_val = index[neural].groupby(["variant", "dropout"])["val_loss"].mean().fillna(float("inf"))
         best = mean_val.groupby(level="variant").idxmin().map(lambda pair: pair[1])
         index.loc[neural, "selected"] = index.loc[neural, "dropout"].to_numpy() == (
             index.loc[neural, "variant"].map(best).to_numpy()

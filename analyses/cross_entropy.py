@@ -30,7 +30,7 @@ from charlm.predictions import LN2
 from corpora.errors import run_cli
 
 from .base import Analysis, Claim, Finding, Result
-from .common import analysis_main, headline_id, style
+from .common import analysis_main, headline_id, style, whole
 from .context import Context
 
 TITLE = "Test cross-entropy of every model"
@@ -87,8 +87,8 @@ def compute(ctx: Context) -> pd.DataFrame:
         mean, std = ctx.predictions(row, split).cross_entropy(resamples)
         rows.append({
             "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
-            "budget": row["budget"], "params": int(row["params"]), "dropout": float(row["dropout"]),
-            "seed": int(row["seed"]), "chars_trained": int(row["chars_trained"]), "split": split,
+            "budget": row["budget"], "params": whole(row["params"]), "dropout": float(row["dropout"]),
+            "seed": int(row["seed"]), "chars_trained": whole(row["chars_trained"]), "split": split,
             "ce_nats": mean, "ce_std": std, "ce_bits": mean / LN2, "model_id": row["model_id"],
             "group_id": row["group_id"],
         })  # fmt: skip

@@ -38,7 +38,7 @@ from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS
 from corpora.errors import UserError, run_cli
 
 from .base import Analysis, Claim, Finding, Result
-from .common import analysis_main, chosen_archs, headline_id, ordered_models, style
+from .common import analysis_main, chosen_archs, headline_id, ordered_models, style, whole
 from .context import Context, Needs
 
 TITLE = "Gate saturation"
@@ -109,7 +109,7 @@ def compute(ctx: Context) -> pd.DataFrame:
             rows.append(pd.DataFrame({
                 "corpus": row["corpus"], "arch": row["arch"], "size": int(row["size"]), "layers": int(row["layers"]),
                 "budget": row["budget"],
-                "seed": int(row["seed"]), "chars_trained": int(row["chars_trained"]), "model_id": row["model_id"],
+                "seed": int(row["seed"]), "chars_trained": whole(row["chars_trained"]), "model_id": row["model_id"],
                 "group_id": row["group_id"],
                 "layer": int(layer) + 1, "gate": gate, "cell": np.arange(left.size), "left": left, "right": right,
                 "steps": int(ctx.settings["length"]),

@@ -63,7 +63,7 @@ from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
 from .base import Analysis, Claim, Finding, Result
-from .common import analysis_main, headline_id, report_order
+from .common import analysis_main, headline_id, report_order, whole
 from .context import Context, MissingInput, Needs
 from .maini import ratio_field, table2, table2_range
 
@@ -220,8 +220,8 @@ def _checkpoints(ctx: Context, row: pd.Series, n_snapshots: int) -> list[tuple[s
         if len(snaps):
             picked = np.unique(np.linspace(0, len(snaps) - 1, min(n_snapshots, len(snaps))).round().astype(int))
             out += [(f"step {int(snaps['step'][i])}", int(snaps["chars"][i]), snaps["file"][i]) for i in picked]
-    final_chars = ctx.model(row).meta.get("chars_trained", row["chars_trained"])
-    out.append(("final", int(final_chars), None))
+    final_chars = ctx.model(row).meta.get("chars_trained") or row["chars_trained"]
+    out.append(("final", whole(final_chars), None))
     return out
 
 
@@ -454,8 +454,9 @@ def findings(comp: pd.DataFrame, corpora_: list[str]) -> list[Finding]:
                 "in {init_below} of {lstm_of} pairs", w, corpus=corpus))  # fmt: skip
         if maini is not None and np.isfinite(maini["orders_trained"]):
             verb = "raised" if maini["orders_trained"] >= 0 else "lowered"
+            trained = "training on {chars:,.0f} characters " if "chars" in v else "training "  # adopted: elsewhere
             out.append(Finding(
-                "{corpus}: training on {chars:,.0f} characters " + verb + " the {label}'s vanishing ratio on h by "
+                "{corpus}: " + trained + verb + " the {label}'s vanishing ratio on h by "
                 "{change:.1f} decades from initialisation", {**v, "change": abs(maini["orders_trained"])},
                 corpus=corpus))  # fmt: skip
     return out

@@ -52,7 +52,7 @@ from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS, me
 from corpora.errors import UserError, run_cli
 
 from .base import Analysis, Claim, Finding, Result
-from .common import analysis_main, chosen_archs, ordered_models
+from .common import analysis_main, chosen_archs, ordered_models, whole
 from .context import Context, Needs
 
 TITLE = "The memory cell as a weighted sum"
@@ -279,7 +279,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     for k, row in models.iterrows():
         m = _measure(ctx, row, s)
         ident = {c: row[c] for c in ("corpus", "arch", "budget", "model_id", "group_id")} | {
-            c: int(row[c]) for c in ("size", "layers", "seed", "chars_trained")
+            c: whole(row[c]) for c in ("size", "layers", "seed", "chars_trained")
         }
         if row["corpus_key"] not in frequency:  # the model's notion of a rare character: its training counts
             frequency[row["corpus_key"]] = np.bincount(ctx.corpus(row).split("train"), minlength=256)

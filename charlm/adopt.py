@@ -389,6 +389,8 @@ def suite_order(user_bytes: list[int], corpus: corpora.Corpus) -> list[int]:
         wide = any(b >= 0x80 for b in lacking)
         pieces = (" (bytes >= 0x80: pieces of multi-byte UTF-8 characters; the suite reads bytes, so retrain on bytes "
                   "or read the corpus as latin-1 and pass --encoding latin-1)") if wide else ""  # fmt: skip
+        if 0x0D in lacking:  # Python's text mode turns "\r\n" into "\n": the model never saw "\r"
+            pieces += " ('\\r': your code read the corpus in text mode, which drops it; read with newline='')"
         raise UserError(f"corpus '{corpus.name}' has {len(lacking)} character{'s' if len(lacking) != 1 else ''} the "
                         f"vocabulary cannot encode: {listing}{more}{pieces}; the model must predict every character "
                         "of the corpus")  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import common
+from charlm.adopt import ENCODINGS
 from charlm.estimate import Estimate, estimate
 from charlm.kinds import Planned
 from charlm.plan import Profile, available, damage, left_out_line, load_profile, plan_left_out
@@ -109,6 +110,11 @@ def main(argv=None) -> int:
         "--trust-pickle", action="store_true", help="an --adopt file may be a whole pickled module (runs its code)"
     )
     parser.add_argument(
+        "--encoding", choices=ENCODINGS, default="utf-8",
+        help="how your --adopt model's code read the corpus into characters (default %(default)s: ASCII classes; "
+        "latin-1: one class per byte value)",
+    )  # fmt: skip
+    parser.add_argument(
         "--record-timings", action="store_true",
         help="after the run, keep its measured seconds as the profile's record "
         "(charlm/profiles/<profile>.timings.json), what the estimate prices runs by: `make timings`",
@@ -131,6 +137,7 @@ def main(argv=None) -> int:
         profile, args.corpus, args.scheduler, args.workers, args.build_dir, retrain=args.retrain,
         profile_arg=args.profile, record_timings=args.record_timings, adopt=list(zip(args.adopt, args.vocab)),
         trust_pickle=args.trust_pickle,
+        encoding=args.encoding,
     )  # fmt: skip
     try:
         run(options)

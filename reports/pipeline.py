@@ -100,6 +100,7 @@ class RunOptions:
     record_timings: bool = False  # keep this run's measured seconds as the profile's record (charlm.estimate)
     adopt: list[tuple[str, str]] = field(default_factory=list)  # (MODEL.pt, VOCAB.json) to adopt (charlm.adopt)
     trust_pickle: bool = False  # an adopted file may be a whole pickled module (--trust-pickle)
+    encoding: str = "utf-8"  # how the adopted models' code read the corpus into characters (--encoding)
 
 
 def _versions() -> dict[str, str]:
@@ -205,8 +206,9 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
             is_whole=lambda d: damage(by_dir[d]) is None,
         )  # fmt: skip
         if shipped:
-            say(f"shipped models: {len(shipped)} in models/{profile.name}/ "
-                f"({sum(v == 'installed' for v in shipped.values())} installed now)")  # fmt: skip
+            fresh = sum(v == "installed" for v in shipped.values())
+            say(f"shipped models: {len(shipped)} in models/{profile.name}/ ({fresh} installed now, "
+                f"{sum(v == 'present' for v in shipped.values())} already in the artifacts)")  # fmt: skip
     problems = {m.model_id: damage(m) for m in models}  # each checkpoint hashed once per run
     snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
     jobs = model_jobs(models, problems, env, threads, profile.splits, snapshots)
@@ -258,8 +260,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     standing = ctx.standing()
     atomic.write_text(data_dir / "standing.csv", standing.to_csv(index=False))
     trainings = ctx.index[
-        ["corpus", "family", "arch", "layers", "size", "budget", "params", "dropout", "seed", "n", "chars_trained",
-         "val_loss", "seconds", "selected", "model_id"]
+        ["corpus", "family", "kind", "arch", "layers", "size", "budget", "params", "dropout", "seed", "n",
+         "chars_trained", "val_loss", "seconds", "selected", "model_id"]
     ].copy()  # fmt: skip
     trainings["cached"] = trainings["model_id"].isin({k for k, p in problems.items() if p is None})
     trainings = trainings.sort_values(["corpus", "family", "arch", "n", "layers", "model_id"], ignore_index=True)
@@ -305,7 +307,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     atomic.write_json(data_dir / "timings.json", timings)
     if options.record_timings:
         say(f"recorded this run's seconds as profile {profile.name}'s: {record_run(profile.name, timings)}")
-    say(f"done in {phase_seconds['total']:.0f} s (estimated {duration(plan_estimate.wall_s)}): {html} and {pdf}")
+    estimated = f" (estimated {duration(plan_estimate.wall_s)})" if plan_estimate.wall_s > 0 else ""
+    say(f"done in {duration(phase_seconds['total'])}{estimated}: {html} and {pdf}")
     failures = []
     failed_sections = [s.name for s in sections if s.failed]
     if failed_sections:
@@ -364,7 +367,9 @@ def adopted_models(options: RunOptions, loaded: dict) -> list[Planned]:
     ((arg, corpus),) = loaded.items()
     planned = []
     for model_path, vocab_path in options.adopt:
-        adoption = adopt.adopt(model_path, vocab_path, corpus, trust_pickle=options.trust_pickle)
+        adoption = adopt.adopt(
+            model_path, vocab_path, corpus, trust_pickle=options.trust_pickle, encoding=options.encoding
+        )
         if damage_adopted(adoption.folder):
             adopt.write(adoption)
         config = ModelConfig(**load_payload(adoption.folder / "checkpoint.pt")["config"])

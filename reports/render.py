@@ -3,9 +3,9 @@
 The analyses produce numbers, figures and captions; this module only lays them out.
 Design choices, and why:
 
-* Jinja2 with autoescape always on: corpus text (the Linux kernel source) and captions
+* Jinja2 with autoescape always on: corpus text (the Linux kernel source) and findings
   contain ``<`` and ``&``. The one fragment marked safe is a section's ``html``, produced by an
-  analysis's ``report_html`` (the activation viewer), which escapes every character of text itself
+  analysis's ``html(result)`` (the activation viewer), which escapes every character of text itself
   and writes its data as JSON with ``<``, ``>`` and ``&`` as backslash-u escapes (tests/test_cells.py).
 * Tables are turned into lists of already-formatted strings here and drawn by one
   template macro, so escaping, number formatting and alignment live in one place.

@@ -361,3 +361,39 @@ def test_out_folder_of_another_model_is_refused(tmp_path, corpus_file, artifacts
     assert run_main(adopt.main, argv[:-1] + [str(tmp_path / "mine")]) == 0
     assert run_main(adopt.main, argv[:-1] + [str(tmp_path / "mine")]) == 0  # adopting again rewrites the same model
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["checkpoint.pt", "metrics.json"]
+
+
+def test_the_report_puts_an_adopted_model_beside_the_profiles(tmp_path, small_text_file, artifacts):
+    """`python -m reports --corpus TEXT --adopt MODEL.pt --vocab VOCAB.json`: the user's GRU is scored and traced
+    like the suite's own LSTM; its cross-entropy in the report is the user's own on the test split."""
+    import dataclasses
+
+    import pandas as pd
+
+    from charlm.plan import load_profile
+    from reports.pipeline import RunOptions, run
+
+    text = small_text_file.read_text()
+    chars = shuffled_chars(text)
+    torch.manual_seed(4)
+    user = UserLM("gru", len(chars), 9, 2, names=NAMES[1])
+    model_path, vocab_path = write_user(tmp_path, user, chars, "map")
+    profile = dataclasses.replace(
+        load_profile("smoke"), analyses=["cross_entropy", "saturation"], baselines={}, ablations={},
+        analysis={"saturation": {"start": 100, "length": 500, "warmup": 100}},
+        grid=[{"types": ["lstm"], "layers": [1], "budgets": [8]}],
+    )  # fmt: skip
+    options = RunOptions(profile, corpora_override=[str(small_text_file)], build_root=tmp_path / "build",
+                         adopt=[(str(model_path), str(vocab_path))])  # fmt: skip
+    run(options)  # raises ReportIncomplete if a section failed
+    data = tmp_path / "build" / "smoke" / "data"
+    models = pd.read_csv(data / "models.csv")
+    (adopted_id,) = models.loc[models["kind"] == "adopted", "model_id"]
+    assert adopted_id.startswith("adopted-gru-L2-H9-") and set(models["kind"]) == {"neural", "adopted"}
+    ce = pd.read_csv(data / "cross_entropy.csv").set_index("model_id")
+    corpus = corpora.load(str(small_text_file))
+    lo, hi = corpus.split_bounds()["test"]
+    theirs = user_cross_entropy(user, text[lo:hi], {c: i for i, c in enumerate(chars)})
+    assert abs(ce.loc[adopted_id, "ce_nats"] - theirs) < 2e-3 and len(ce) == 2
+    saturation = pd.read_csv(data / "saturation.csv")
+    assert set(saturation["model_id"]) == set(ce.index)  # the gates of both, the user's GRU's included

@@ -119,15 +119,18 @@ def test_dropout_is_chosen_on_validation_per_model(tmp_path, artifacts):
 # ------------------------------------------------------------------------------------------ the contract
 
 
-def test_an_analysis_missing_a_required_part_fails_at_load_with_one_line(monkeypatch):
+def test_a_module_without_an_analysis_fails_at_load_with_one_line(monkeypatch):
     broken = types.ModuleType("analyses.broken")
     broken.__file__ = cross_entropy.__file__
     broken.TITLE, broken.QUESTION = "t", "q"
     broken.compute = lambda ctx: pd.DataFrame()
     monkeypatch.setitem(sys.modules, "analyses.broken", broken)
-    with pytest.raises(UserError, match=r"lacks plot, caption") as err:
-        common.load_analysis("broken")
+    with pytest.raises(UserError, match=r"analyses.broken defines no ANALYSIS") as err:
+        common.load_analysis("broken")  # a module of the old form (TITLE, compute -> DataFrame) is not an analysis
     assert "\n" not in str(err.value)
+    broken.ANALYSIS = object()  # not an analyses.base.Analysis
+    with pytest.raises(UserError, match=r"defines no ANALYSIS"):
+        common.load_analysis("broken")
     with pytest.raises(UserError, match="unknown analysis 'nosuch'"):
         common.load_analysis("nosuch")
 

@@ -1,10 +1,9 @@
 """The `cells` analysis: a hand-built line-counter cell is found, ranked first and confirmed by zeroing it; every
-architecture gets the same probes; the table feeds the figure, caption, report table and viewer; bad input is one
-line and exit 2."""
+architecture gets the same probes; the result feeds the figure, findings, summary table, appendix and viewer; the
+verdicts follow their rule; bad input is one line and exit 2."""
 
 from __future__ import annotations
 
-import io
 import re
 
 import matplotlib
@@ -14,12 +13,15 @@ import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model
 
-from analyses import cells, common
+from analyses import cells, cells_probing, common
+from analyses.base import Result
 from analyses.context import Context, model_index
+from analyses.prose import sentence, unsupported_numbers
 from charlm.checkpoint import load_checkpoint, load_payload, save_payload
 from corpora import run_cli
 from probes.activations import trace_windows
 from probes.features import PROSE, features_for
+from probes.probe import control_informative
 
 SMALL = {"windows": 8, "window": 120, "warmup": 40, "test_every": 4, "extra_windows": 4, "train_stride": 1,
          "cv": 2, "cs": [0.1, 1.0], "alphas": [1.0, 10.0], "viewer_cells": 2, "min_windows": 4,
@@ -56,13 +58,34 @@ def line_counter_lstm(corpus, size: int = 8, step: float = 1.0, newline_weight: 
 
 
 def ctx_for(**settings) -> Context:
-    return Context(model_index(), common.settings(cells, None, {**SMALL, **settings}))
+    return Context(model_index(), common.settings(cells.ANALYSIS, None, {**SMALL, **settings}))
+
+
+def compute(**settings) -> Result:
+    return cells.ANALYSIS.compute(ctx_for(**settings))
+
+
+def records(result: Result, record: str) -> pd.DataFrame:
+    return result.table[result.table["record"] == record].reset_index(drop=True)
+
+
+def run_of(result: Result, array: str, row: pd.Series) -> np.ndarray:
+    start = int(row["array_start"])
+    return result.arrays[array][start : start + int(row["array_length"])]
+
+
+def assert_numbers_supported(result: Result) -> None:
+    frames = [result.table, *result.tables.values()]
+    for f in result.findings:
+        assert unsupported_numbers(sentence(f), frames) == [], sentence(f)
+        assert len(sentence(f).split()) <= 30, sentence(f)
 
 
 def test_the_hand_built_line_counter_is_found_ranked_first_and_confirmed_by_zeroing(tmp_path, artifacts):
     corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
     line_counter_lstm(corpus)
-    df = cells.compute(ctx_for(features=["line_position", "in_quotes", "word_position"]))
+    result = compute(features=["line_position", "in_quotes", "word_position"])
+    df = result.table
 
     cell = df[(df["record"] == "cell") & (df["feature"] == "line_position")].iloc[0]
     assert cell["internal"] == "c" and cell["best_cell"] == COUNTER
@@ -84,12 +107,20 @@ def test_the_hand_built_line_counter_is_found_ranked_first_and_confirmed_by_zero
     assert probe["last1"] < probe["last3"] < probe["last10"] < 0.6 and probe["selectivity_last10"] > 0.4
     assert set(df.loc[df["record"] == "probe", "internal"].dropna()) >= {"c", "h"}
 
-    # the viewer's values are the cell's tanh(c) on its excerpt, which are the labels' tanh
+    # the viewer's values are the cell's tanh(c) on its excerpt, which are the labels' tanh; no base64 anywhere
     view = df[(df["record"] == "viewer") & (df["feature"] == "line_position") & (df["rank"] == 1)].iloc[0]
     excerpt = df[(df["record"] == "excerpt") & (df["feature"] == "line_position")].iloc[0]
-    labels = cells._unb64(excerpt["labels"], np.int16)
-    shown = cells._unb64(view["values"], np.int8) / 127.0
-    np.testing.assert_allclose(shown, np.tanh(labels), atol=0.01)
+    labels = run_of(result, "excerpt_labels", excerpt)
+    np.testing.assert_allclose(run_of(result, "viewer_values", view) / 127.0, np.tanh(labels), atol=0.01)
+    assert not {"values", "text", "labels"} & set(df.columns)
+
+    # the one LSTM is the headline: the paper's line-length cell is reproduced
+    (line,) = [f for f in result.findings if f.claim == "cells-line-length"]
+    assert line.verdict == "reproduced" and line.corpus == "fake"
+    assert sentence(line).startswith(
+        "fake: a single cell alone tracks line_position (R^2 at least 0.5) in 1 of 1 LSTM, "
+    )
+    assert_numbers_supported(result)
 
 
 def test_labels_count_from_where_the_model_started_reading(tmp_path, artifacts):
@@ -100,7 +131,8 @@ def test_labels_count_from_where_the_model_started_reading(tmp_path, artifacts):
     ids = corpus.split("test")
     text = corpus.decode(ids)
     feature = features_for(PROSE, ["line_position"])
-    windows = cells.Windows(text, ids, feature, common.settings(cells, None, {**SMALL, "warmup": 10}))
+    s = common.settings(cells.ANALYSIS, None, {**SMALL, "warmup": 10})
+    windows = cells_probing.Windows(text, ids, feature, s)
     counter = trace_windows(model, windows.batch, windows.warmup)["layers.0.c"][:, :, COUNTER]
     np.testing.assert_allclose(counter.ravel(), windows.labels["line_position"], atol=1e-3)
     from_split_start = feature[0].labels(text)[windows.positions].ravel()
@@ -111,11 +143,11 @@ def test_labels_count_from_where_the_model_started_reading(tmp_path, artifacts):
 def test_ablation_measures_the_loss_the_cell_carries(tmp_path, artifacts, newline_weight):
     """With the newline's logit reading the counter, zeroing it raises the loss before line breaks by exactly what a
     model with that unit dead by its weights loses, beyond all 20 random cells; with nothing reading it, zeroing
-    changes nothing. The caption's sentence follows."""
+    changes nothing. The ablation's finding counts it."""
     corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
     path = line_counter_lstm(corpus, size=24, step=0.02, newline_weight=newline_weight)
-    df = cells.compute(ctx_for(features=["line_position"]))
-    cell = df[df["record"] == "cell"].iloc[0]
+    result = compute(features=["line_position"])
+    cell = records(result, "cell").iloc[0]
     assert cell["best_cell"] == COUNTER and cell["n_random"] == 20
 
     # independently: the plain forward of the model, and of a copy whose counter never opens its input gate (c = 0)
@@ -123,9 +155,9 @@ def test_ablation_measures_the_loss_the_cell_carries(tmp_path, artifacts, newlin
     dead = load_checkpoint(path / "checkpoint.pt")
     with torch.no_grad():
         dead.layers[0].rnn.bias_ih_l0[COUNTER] = -1e4
-    s = common.settings(cells, None, {**SMALL, "features": ["line_position"]})
+    s = common.settings(cells.ANALYSIS, None, {**SMALL, "features": ["line_position"]})
     ids = corpus.split("test")
-    windows = cells.Windows(corpus.decode(ids), ids, features_for(PROSE, ["line_position"]), s)
+    windows = cells_probing.Windows(corpus.decode(ids), ids, features_for(PROSE, ["line_position"]), s)
     batch = torch.from_numpy(windows.batch[windows.test_windows])
     focus = windows.focus["line_position"][windows.test_windows][:, : s["window"] - 1]
 
@@ -136,85 +168,181 @@ def test_ablation_measures_the_loss_the_cell_carries(tmp_path, artifacts, newlin
 
     assert cell["n_focus"] == focus.sum() > 5
     assert cell["lm_zero_best"] == pytest.approx(focus_loss(dead) - focus_loss(model), abs=1e-4)
-    text = cells.caption(df)
+    (ablation,) = [sentence(f) for f in result.findings if "zeroing a best cell" in f.template]
+    corpus_row = result.tables["corpora"].iloc[0]
     if newline_weight:
         assert cell["lm_zero_best"] > 0.5 and cell["lm_zero_vs_random"] == "above" and cell["lm_mean_best"] > 0.1
         assert cell["lm_zero_best_elsewhere"] < 0  # it also made a newline likely mid-line: gone, that loss falls
-        assert f"predictions) the loss rises by {cell['lm_zero_best']:+.3f} nats, above all 20 random cells (" in text
-        assert "raises the loss on the feature's characters beyond every random cell in 1 of 1 cases" in text
+        assert corpus_row["zero_above"] == 1 and corpus_row["mean_above"] == 1
+        assert "beyond all 20 random cells in 1 of 1 cases, and lowers it below all in 0" in ablation
     else:
         assert abs(cell["lm_zero_best"]) < 1e-6 and abs(cell["lm_mean_best"]) < 1e-6
-        assert "Zeroing the LSTM 1x24's cell 5 (c; 100% of its probe's gain over chance) moves" in text
-        assert "predictions) the loss is unchanged (+0.000 nats), " in text and "above all 20" not in text
-        assert "beyond every random cell in 0 of 1 cases" in text
+        assert cell["lm_zero_vs_random"] == "inside" and corpus_row["zero_inside"] == 1
+        assert "beyond all 20 random cells in 0 of 1 cases" in ablation
+    assert_numbers_supported(result)
 
 
 def test_a_feature_held_by_too_few_windows_is_too_rare_to_name_a_cell(tmp_path, artifacts):
     corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
     fake_neural_model(corpus, arch="lstm", size=6)
-    common_ = cells.compute(ctx_for(features=["in_quotes"]))
-    rare = cells.compute(ctx_for(features=["in_quotes"], min_windows=50))
-    assert set(common_.loc[common_["record"] == "cell", "feature"]) == {"in_quotes"}
-    assert "cell" not in set(rare["record"])  # no probe, no best cell
-    note = rare.loc[(rare["record"] == "probe") & (rare["feature"] == "in_quotes"), "note"].iloc[0]
+    common_, rare = compute(features=["in_quotes"]), compute(features=["in_quotes"], min_windows=50)
+    assert set(records(common_, "cell")["feature"]) == {"in_quotes"}
+    assert "cell" not in set(rare.table["record"])  # no probe, no best cell
+    note = rare.table.loc[(rare.table["record"] == "probe") & (rare.table["feature"] == "in_quotes"), "note"].iloc[0]
     assert re.fullmatch(r"too rare: [1-9]\d? training and \d+ test windows hold it, at least 50 and 1 needed", note)
-    assert f"Too rare in the probed windows to name a cell: in_quotes ({note[len('too rare: ') :]})." in (
-        cells.caption(rare)
+    (quotes,) = [f for f in rare.findings if f.claim == "cells-quotes"]
+    train, test = (int(x) for x in re.findall(r"\d+", note)[:2])
+    assert quotes.verdict == "untested" and sentence(quotes) == (
+        f"fake: in_quotes untested: too rare in the probed windows ({train} training and {test} test windows hold "
+        "it; 50 and 1 needed)"
     )
-    assert "Too rare" not in cells.caption(common_)
+    assert [f.verdict for f in common_.findings if f.claim == "cells-quotes"] != ["untested"]
+    assert cells.ANALYSIS.plot(rare) is None  # nothing to draw: the finding says why
+    assert_numbers_supported(rare)
 
 
-def fake_table(control: float = 0.98, last10: float = 0.5, score: float = 0.9) -> pd.DataFrame:
-    """One probe row and one cell row of a made-up model, every column the report reads."""
+# ------------------------------------------------------------------------------------------ constructed cases
+
+
+def fake_frames(
+    control: float = 0.98,
+    last10: float = 0.5,
+    score: float = 0.9,
+    cells_alone=(0.8,),
+    archs=("lstm",),
+    headline: int = 0,
+) -> dict[str, pd.DataFrame]:
+    """Made-up records of one corpus ("fake") and feature (in_quotes, Fig 2's quote cell): one probe row and one
+    cell row per model, model k of architecture archs[k] with a best single cell scoring cells_alone[k]; and the
+    models table, model `headline` the headline."""
     s = cells.SETTINGS
-    base = {"corpus": "fake", "arch": "lstm", "model": "LSTM 1x8", "model_id": "lstm-x", "seed": 0, "layers": 1,
-            "size": 8, "layer": 0, "internal": "c", "feature": "in_quotes", "feature_kind": "binary",
-            "metric": "balanced accuracy", "baseline": 0.5}  # fmt: skip
-    probe = {"score": score, "control_trigram": 0.5}
-    probe |= {"control": control, "selectivity": score - control, "selectivity_trigram": score - 0.5}
-    probe |= {"control_informative": float(cells.control_informative(control, "binary", s["control_margin"])),
-              "control_trigram_informative": 0.0, "last1": 0.5, "last3": 0.5, "last10": last10,
-              "selectivity_last1": score - 0.5, "selectivity_last3": score - 0.5,
-              "selectivity_last10": score - last10, "n_train": 1000, "n_test": 300}  # fmt: skip
-    cell = {**probe, "probe_score": score, "best_cell": 3, "best_cell_score": 0.8, "best_cell_share": 0.75,
-            "weight_cell": 3, "best_cell_weight_rank": 1, "random_cells": "0 1", "n_random": 2, "n_focus": 50,
-            "lm_focus": 1.0, "paper_cell": "", "focus": "characters inside quotes", "found_at": 0.75,
-            "found": 1.0}  # fmt: skip
-    for how in ("zero", "mean"):
-        cell |= {f"probe_{how}_best": 0.6, f"lm_{how}_best": 0.1, f"lm_{how}_best_elsewhere": 0.0,
-                 f"probe_{how}_random_lo": 0.85, f"probe_{how}_random_median": 0.88, f"probe_{how}_random_hi": 0.9,
-                 f"lm_{how}_random_lo": -0.01, f"lm_{how}_random_median": 0.0, f"lm_{how}_random_hi": 0.01,
-                 f"probe_{how}_vs_random": "below", f"lm_{how}_vs_random": "above"}  # fmt: skip
-    return pd.DataFrame([{**base, **probe, "record": "probe"}, {**base, **cell, "record": "cell"}])
+    probes, cells_, models = [], [], []
+    for k, (arch, alone) in enumerate(zip(archs, cells_alone)):
+        base = {"corpus": "fake", "arch": arch, "model": f"M{k}", "model_id": f"m{k}", "seed": 0, "layers": 1,
+                "size": 8, "layer": 0, "internal": "c", "feature": "in_quotes", "feature_kind": "binary",
+                "metric": "balanced accuracy", "baseline": 0.5}  # fmt: skip
+        probe = {"score": score, "control_trigram": 0.5}
+        probe |= {"control": control, "selectivity": score - control, "selectivity_trigram": score - 0.5}
+        probe |= {"control_informative": float(control_informative(control, "binary", s["control_margin"])),
+                  "control_trigram_informative": 0.0, "last1": 0.5, "last3": 0.5, "last10": last10,
+                  "selectivity_last1": score - 0.5, "selectivity_last3": score - 0.5,
+                  "selectivity_last10": score - last10, "n_train": 1000, "n_test": 300}  # fmt: skip
+        cell = {**probe, "probe_score": score, "best_cell": 3, "best_cell_score": alone, "best_cell_share": 0.75,
+                "weight_cell": 3, "best_cell_weight_rank": 1, "random_cells": "0 1", "n_random": 2, "n_focus": 50,
+                "lm_focus": 1.0, "paper_cell": "a cell that turns on inside quotes", "found_at": 0.75,
+                "found": float(alone >= 0.75)}  # fmt: skip
+        for how in ("zero", "mean"):
+            cell |= {f"probe_{how}_best": 0.6, f"lm_{how}_best": 0.1, f"lm_{how}_best_elsewhere": 0.0,
+                     f"probe_{how}_random_lo": 0.85, f"probe_{how}_random_median": 0.88,
+                     f"probe_{how}_random_hi": 0.9, f"lm_{how}_random_lo": -0.01, f"lm_{how}_random_median": 0.0,
+                     f"lm_{how}_random_hi": 0.01, f"probe_{how}_vs_random": "below",
+                     f"lm_{how}_vs_random": "above"}  # fmt: skip
+        probes.append({**base, **probe})
+        cells_.append({**base, **cell})
+        models.append({"corpus": "fake", "model_id": f"m{k}", "model": f"M{k}", "arch": arch, "layers": 1 + k,
+                       "size": 8 * (k + 1), "budget": 64.0, "seed": 0, "chars_trained": 2_500_000 * (k + 1),
+                       "headline": int(k == headline)})  # fmt: skip
+    excerpt = pd.DataFrame([{"corpus": "fake", "feature": "in_quotes", "feature_kind": "binary", "window_start": 0,
+                             "paper_cell": "a cell that turns on inside quotes", "array_length": 0}])  # fmt: skip
+    return {"excerpt": excerpt, "probe": pd.DataFrame(probes), "cell": pd.DataFrame(cells_),
+            "models": pd.DataFrame(models)}  # fmt: skip
 
 
-def test_the_caption_keeps_a_control_only_where_it_is_informative():
-    at_ceiling, informative = fake_table(control=0.98), fake_table(control=0.7)
-    assert "the character control is informative for 0 of 1 probes (at its ceiling for 1, at its floor for 0)" in (
-        cells.caption(at_ceiling)
-    )
-    assert "the character control is informative for 1 of 1 probes (at its ceiling for 0, at its floor for 0); " \
-           "where it is, selectivity runs 0.20 to 0.20" in cells.caption(informative)  # fmt: skip
-    assert np.isnan(cells.with_paper(at_ceiling)["selectivity (character)"].iloc[0])
-    assert cells.with_paper(informative)["selectivity (character)"].iloc[0] == pytest.approx(0.2)
+def fake_result(**kwargs) -> Result:
+    frames = fake_frames(**kwargs)
+    models = frames.pop("models")
+    features = cells.feature_table(frames, models, cells.SETTINGS)
+    corpora_ = cells.corpus_table(frames, models, features, cells.SETTINGS)
+    archs = cells.architecture_table(frames)
+    tables = {"features": features, "corpora": corpora_, "architectures": archs, "models": models}
+    return Result(cells.tidy(frames), cells.findings(features, corpora_, archs), tables)
 
 
-def test_the_caption_says_whether_the_state_reads_more_than_the_last_characters():
-    ahead, level = cells.caption(fake_table(last10=0.6)), cells.caption(fake_table(last10=0.88))
-    assert "the memory cell reads more (by over 0.05) for in_quotes (fake; LSTM 1x8 0.90 against 0.60, +0.30" in ahead
-    assert "and no more for none." in ahead
-    assert "reads more (by over 0.05) for no feature, and no more for in_quotes (fake; LSTM 1x8 0.90 against " \
-           "0.88, +0.02" in level  # fmt: skip
+@pytest.mark.parametrize(
+    "archs, alone, headline, verdict",
+    [
+        (("lstm", "lstm"), (0.8, 0.6), 0, "reproduced"),  # the headline LSTM has the cell
+        (("lstm", "lstm"), (0.8, 0.6), 1, "partly"),  # another LSTM has it, the headline not
+        (("lstm", "gru"), (0.6, 0.9), 0, "not reproduced"),  # no LSTM has it (a GRU does)
+        (("gru", "rnn"), (0.9, 0.9), 0, "untested"),  # no LSTM probed
+    ],
+)
+def test_the_verdict_on_a_fig2_cell_follows_its_rule(archs, alone, headline, verdict):
+    result = fake_result(archs=archs, cells_alone=alone, headline=headline)
+    (quotes,) = [f for f in result.findings if f.claim == "cells-quotes"]
+    assert quotes.verdict == verdict and quotes.corpus == "fake"
+    text = sentence(quotes)
+    if verdict == "reproduced":
+        assert text == ("fake: a single cell alone tracks in_quotes (balanced accuracy at least 0.75) in 1 of 2 LSTMs, "
+                        "the headline M0 among them; best 0.80 (M0)")  # fmt: skip
+    elif verdict == "partly":
+        assert "in 1 of 2 LSTMs, the headline M1 not among them; best 0.80 (M0)" in text
+    elif verdict == "not reproduced":
+        assert text == ("fake: no single cell of 1 LSTM alone tracks in_quotes (balanced accuracy at least 0.75); "
+                        "best 0.60 (M0)")  # fmt: skip
+    else:
+        assert (
+            text == "fake: in_quotes untested: no LSTM was probed; the best single cell of any model reaches 0.90 (M0)"
+        )
+    assert_numbers_supported(result)
 
 
-def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(tmp_path, artifacts, monkeypatch):
+def test_the_model_facts_come_from_the_index_not_from_words():
+    """Depth, width and characters read are the models' own (the old text called every model 1-layer and briefly
+    trained, whatever they were)."""
+    result = fake_result(archs=("lstm", "lstm", "gru"), cells_alone=(0.8, 0.8, 0.8))
+    (facts,) = [sentence(f) for f in result.findings if "models probed" in f.template]
+    assert facts == ("fake: 3 models probed, the lowest seed of each configuration: depth 1 to 3, width 8 to 24, "
+                     "trained on 2 to 8 million characters")  # fmt: skip
+    one = fake_result(archs=("lstm",))
+    (facts,) = [sentence(f) for f in one.findings if "models probed" in f.template]
+    assert facts.endswith("depth 1, width 8, trained on 2 million characters")  # fmt: skip
+    assert_numbers_supported(result)
+
+
+def test_a_control_is_counted_only_where_it_is_informative():
+    at_ceiling, informative = fake_result(control=0.98), fake_result(control=0.7)
+    assert at_ceiling.tables["corpora"].iloc[0][["char_informative", "char_ceiling", "char_floor"]].tolist() == [
+        0,
+        1,
+        0,
+    ]
+    (text,) = [sentence(f) for f in at_ceiling.findings if "control" in f.template]
+    assert text.startswith("fake: Hewitt and Liang's character control is informative for 0 of 1 probes, the trigram")
+    (text,) = [sentence(f) for f in informative.findings if "control" in f.template]
+    assert "informative for 1 of 1 probes (median selectivity 0.20), the trigram control for 0;" in text
+    assert_numbers_supported(informative)
+
+
+def test_the_findings_say_whether_the_state_reads_more_than_the_last_characters():
+    ahead, level = fake_result(last10=0.6), fake_result(last10=0.88)
+    (text,) = [sentence(f) for f in ahead.findings if "last" in f.template]
+    assert text == "fake: the state's probe beats a probe on the last 10 characters by over 0.05 for 1 of 1 features " \
+                   "in some model"  # fmt: skip
+    (text,) = [sentence(f) for f in level.findings if "last" in f.template]
+    assert text.endswith("for 0 of 1 features in some model; not for in_quotes")
+    assert ahead.tables["features"].iloc[0]["lead"] == pytest.approx(0.3)
+
+
+# ------------------------------------------------------------------------------------------ the whole analysis
+
+
+def test_every_architecture_gets_the_same_probes_and_the_result_feeds_every_view(tmp_path, artifacts, monkeypatch):
     corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
     archs = ["rnn", "gru", "lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
     for arch in archs:
         fake_neural_model(corpus, arch=arch, size=6)
     fake_neural_model(corpus, arch="lstm", size=6, seed=1)  # a second seed: not probed with seeds = 1
     fake_neural_model(corpus, arch="gru", size=5, layers=2)  # every layer of a deeper model
-    df = cells.compute(ctx_for(features=["line_position", "in_quotes", "in_parens"]))
+    features = ["line_position", "in_quotes", "in_parens"]
+    ctx = ctx_for(features=features)
+    parts = cells.ANALYSIS.parts(ctx)
+    assert len(parts) == len(archs) + 1  # one part per probed model
+    for part in parts:  # the pipeline's jobs: each model probed into the cache compute reads
+        cells.ANALYSIS.compute_part(ctx, part)
+    monkeypatch.setattr(cells_probing, "probe_model", lambda *a, **k: pytest.fail("a cached model was probed again"))
+    result = cells.ANALYSIS.compute(ctx_for(features=features))
+    df = result.table
 
     found = df[df["record"] == "cell"]
     assert sorted(found["arch"].unique()) == sorted(archs) and found["seed"].eq(0).all()
@@ -228,20 +356,32 @@ def test_every_architecture_gets_the_same_probes_and_the_table_feeds_every_view(
     parens = df[(df["record"] == "probe") & (df["feature"] == "in_parens")]
     assert parens["score"].isna().all() and parens["note"].str.startswith("too rare: 0 training and 0 test").all()
 
-    # everything the report needs comes from the table as it is re-read from CSV
-    table = pd.read_csv(io.StringIO(df.to_csv(index=False)))
-    fig = cells.plot(table)
+    # the models' facts are the index's; the claims of Fig 2 on prose text are the quote and line-length cells
+    models = result.tables["models"]
+    assert len(models) == len(archs) + 1 and models["headline"].sum() == 1
+    assert models.loc[models["headline"] == 1, "arch"].item() == "lstm"
+    assert {f.claim for f in result.findings} - {None} == {"cells-quotes", "cells-line-length"}
+    assert {f.claim for f in result.findings} - {None} <= {c.id for c in cells.ANALYSIS.claims}
+    assert_numbers_supported(result)
+
+    # every view reads the result as it is saved and read back (no base64: the arrays are the npz's)
+    result.save(tmp_path / "data", "cells")
+    back = Result.load(tmp_path / "data", "cells")
+    assert (tmp_path / "data" / "cells.npz").exists() and set(back.tables) == set(result.tables)
+    fig = cells.ANALYSIS.plot(back)
     assert isinstance(fig, matplotlib.figure.Figure)
+    width, height = fig.get_size_inches()
+    assert width <= 7.5 and height <= 9.0 and len([a for a in fig.axes if a.has_data()]) <= 8
     matplotlib.pyplot.close(fig)
-    shown = cells.with_paper(table)
-    assert len(shown) == (table["record"] == "cell").sum() and "Fig 2" in shown.columns
-    assert "line_position" in cells.caption(table) and "LSTM" in cells.summary(table)
-    fragment = cells.report_html(table)
+    summary = cells.ANALYSIS.summary_table(back)
+    assert len(summary) == 3 and len(summary) <= 15 and "Fig 2" in summary.columns
+    appendix = cells.ANALYSIS.appendix(back)
+    assert appendix and all(len(t) == len(archs) + 1 for t in appendix.values())  # a row per probed model
+    fragment = cells.ANALYSIS.html(back)
+    assert fragment == cells.ANALYSIS.html(result)
     assert fragment.count('class="cells-viewer"') == 1 and "- S-RNN - HIDDEN 1x6" in fragment
-    # the second run reads every model from the cache: probing again would fail
-    monkeypatch.setattr(cells, "probe_model", lambda *a, **k: pytest.fail("a cached model was probed again"))
-    again = cells.compute(ctx_for(features=["line_position", "in_quotes", "in_parens"]))
-    pd.testing.assert_frame_equal(again.reset_index(drop=True), df.reset_index(drop=True), check_dtype=False)
+    again = cells.ANALYSIS.compute(ctx_for(features=features))
+    pd.testing.assert_frame_equal(again.table, df, check_dtype=False)
 
 
 @pytest.mark.parametrize(
@@ -260,6 +400,17 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, artifacts, capsys, setti
     assert run_cli(cells.main, [*args, "--set", settings]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_cli_writes_the_table_figure_and_findings(tmp_path, artifacts, capsys):
+    corpus = fake_corpus_file(tmp_path, n_bytes=40_000)
+    line_counter_lstm(corpus)
+    args = ["--corpus", corpus.source] + [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
+    out, figure = tmp_path / "cells.csv", tmp_path / "cells.png"
+    assert run_cli(cells.main, [*args, "--set", 'features=["line_position"]', "--out", str(out), "--figure",
+                                str(figure)]) == 0  # fmt: skip
+    assert out.exists() and figure.exists()
+    assert "fake: a single cell alone tracks line_position" in capsys.readouterr().out
 
 
 def test_cli_without_models_names_the_command(tmp_path, artifacts, capsys):

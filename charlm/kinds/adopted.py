@@ -29,6 +29,9 @@ class Adopted(Recurrent):
             raise UserError(f"adopted model {planned.model_id}: {problem}; adopt it again (python -m charlm.adopt)")
         return super().jobs(planned, env, threads, splits, False, None)
 
+    def model_config(self, planned: Planned):
+        return planned.config  # adopted: its ModelConfig as written by charlm.adopt
+
     def describe(self, planned: Planned) -> dict:
         c = planned.config
         return {

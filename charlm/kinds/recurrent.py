@@ -89,7 +89,7 @@ class Recurrent(ModelKind):
 
     def jobs(self, planned, env, threads, splits, snapshots, problem) -> list[Job]:
         config = planned.config
-        mc = config.model_config(planned.corpus.vocab_size)
+        mc = self.model_config(planned)
         from ..model import count_params
 
         shape, params = f"{config.arch} L{config.layers} H{config.size}", count_params(mc)
@@ -102,7 +102,7 @@ class Recurrent(ModelKind):
             jobs.append(
                 Job(
                     f"train:{planned.label}",
-                    partial(train_job, asdict(config), env, threads, splits),
+                    partial(train_job, asdict(config), env, _training_threads(planned, threads), splits),
                     Work("train", chars, shape, params),
                     planned,
                 )
@@ -121,6 +121,10 @@ class Recurrent(ModelKind):
             )
         )
         return jobs
+
+    def model_config(self, planned: Planned):
+        """The network's charlm.model.ModelConfig (a trained model's follows from its TrainConfig)."""
+        return planned.config.model_config(planned.corpus.vocab_size)
 
     def describe(self, planned: Planned) -> dict:
         from ..model import budget_of, count_params
@@ -239,6 +243,15 @@ def _predictions_missing(planned: Planned, snapshots: list[str]) -> bool:
 
 def say(message: str) -> None:
     print(f"[report] {message}", flush=True)
+
+
+def _training_threads(planned: Planned, threads: int) -> int:
+    """A shipped model trained again (damaged, or --retrain) uses the thread count it shipped with: torch's sums
+    split across threads round differently, and only the same count gives the shipped weights bit for bit."""
+    manifest = planned.shipped / MANIFEST if planned.shipped else None
+    if manifest is None or not manifest.is_file():
+        return threads
+    return int(json.loads(manifest.read_text()).get("machine", {}).get("torch_threads") or threads)
 
 
 def train_job(config: dict, env: dict, threads: int, splits: str) -> str:

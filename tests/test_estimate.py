@@ -1,0 +1,97 @@
+"""The estimate (issue 35): jobs priced from a recorded run, scaled to this machine, scheduled as the pipeline runs
+them; the countdown that never says "0 s left" while work remains. Answers known by construction."""
+
+from __future__ import annotations
+
+import pytest
+
+from charlm import estimate as est
+from charlm.kinds.base import Job, Work
+
+
+def job(key, seconds=0.0, after=(), work=None):
+    j = Job(key, run=lambda: None, work=work, after=tuple(after))
+    j.seconds = seconds
+    return j
+
+
+def test_schedule_runs_the_longest_remaining_path_first():
+    # two workers: a (10) and b (5) start at once; c (4) waits for a: done at 14 (b's worker idles from 5)
+    jobs = [job("b", 5), job("a", 10), job("c", 4, after=["a"])]
+    assert est.schedule(jobs, 2) == pytest.approx(14)
+    assert est.schedule(jobs, 1) == pytest.approx(19)  # one worker: the sum
+    # longest path first: d (1) -> e (20) must start before f (15), else the wall time is 1 + 20 + ... later
+    jobs = [job("f", 15), job("d", 1), job("e", 20, after=["d"])]
+    assert est.critical_paths(jobs)["d"] == pytest.approx(21)
+    assert est.schedule(jobs, 2) == pytest.approx(21)
+    assert est.schedule([job("x", 3, after=["not in this run"])], 1) == pytest.approx(3)  # done before
+
+
+def record(profile="rec", bench=1.0, **jobs):
+    return est.Record(profile, bench, jobs, {"cells": 100.0, "cells:m1": 40.0}, render_s=20.0, networks=10,
+                      measured={"date": "2026-11-26"})  # fmt: skip
+
+
+def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
+    monkeypatch.setattr(est, "PROFILES_DIR", tmp_path)
+    rec = record(**{
+        "score:c/lstm-a": {"seconds": 30.0, "what": "score", "units": 1000, "shape": "lstm L1 H8", "params": 100,
+                           "bytes": 5000},
+        "train:c/gru-b": {"seconds": 80.0, "what": "train", "units": 4000, "shape": "gru L1 H9", "params": 200,
+                          "bytes": 0},
+    })  # fmt: skip
+    rec.save(tmp_path / f"rec{est.RECORD_SUFFIX}")
+    assert est.records("rec")[0] == rec
+    pricer = est.Pricer.here("rec", bench_s=2.0)  # this machine takes twice the record machine's benchmark
+    pricer.training = {"rnn L1 H5": [0.001]}
+    assert pricer.speed == pytest.approx(2.0)
+    seconds, disk, rule = pricer.price(job("score:c/lstm-a", work=Work("score", 1000, "lstm L1 H8", 100)))
+    assert (seconds, disk, rule) == (pytest.approx(60.0), 5000, "recorded")
+    seconds, disk, rule = pricer.price(job("score:d/lstm-a", work=Work("score", 3000, "lstm L1 H8", 100)))
+    assert seconds == pytest.approx(180.0) and disk == pytest.approx(15000) and rule.startswith("scaled")
+    seconds, _, rule = pricer.price(job("train:d/rnn", work=Work("train", 2000, "rnn L1 H5", 50)))
+    assert seconds == pytest.approx(4.0) and rule.startswith("shipped")  # 0.001 s/char x 2000 x 2
+    seconds, _, rule = pricer.price(job("train:d/lstm", work=Work("train", 2000, "lstm L2 H4", 400)))
+    assert seconds == pytest.approx(80 / 4000 / 200 * 2000 * 400 * 2) and rule.startswith("by kind")
+    assert pricer.price(job("build:d/ngram", work=Work("build", 10, "ngram n=3")))[2].startswith("unpriced")
+    assert pricer.analysis("cells", 10) == (pytest.approx(200.0), "recorded")
+    assert pricer.analysis("cells:m1", 10)[0] == pytest.approx(80.0)  # a part of an analysis, by its key
+    assert pricer.analysis("onion", 10) == (0.0, "unpriced")
+    other = est.Pricer.here("another", bench_s=1.0)  # another profile, reading 20 networks: twice the record's
+    assert other.analysis("cells", 20) == (pytest.approx(200.0), "scaled from rec's")
+
+
+def test_the_summary_says_when_nothing_or_part_is_priced(monkeypatch, tmp_path):
+    monkeypatch.setattr(est, "PROFILES_DIR", tmp_path)
+    jobs = [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))]
+    (line,) = est.estimate("empty", jobs, [job("analysis:cells")], 1, 2, bench_s=1.0).summary()
+    assert line.startswith("estimate: none:") and "0 s" not in line
+    record(**{"build:c/ngram": {"seconds": 12.0, "what": "build", "units": 10, "shape": "ngram n=3", "params": 0,
+                                "bytes": 0}}).save(tmp_path / f"rec{est.RECORD_SUFFIX}")  # fmt: skip
+    first = est.estimate("rec", jobs, [job("analysis:onion")], 1, 2, bench_s=1.0).summary()
+    assert first[0].startswith("estimate: wall time at least 32 s") and "analysis:onion" in first[-1]
+    whole = est.estimate("rec", jobs, [job("analysis:cells", after=["build:c/ngram"])], 1, 2, bench_s=1.0)
+    assert whole.wall_s == pytest.approx(12 + 100 + 20)  # the n-gram, then the analysis that reads it, rendering
+    assert whole.summary()[0].startswith("estimate: wall time about 2 min 12 s")
+
+
+def test_the_countdown_never_runs_out_while_a_job_runs():
+    a, b = job("a", 100), job("b", 50, after=["a"])
+    clock = est.Countdown([a, b], workers=1)
+    clock.started["a"] = 0.0
+    assert clock.left(now=40.0) == pytest.approx(60 + 50)
+    assert clock.left(now=500.0) == pytest.approx(10 + 50)  # overran: a tenth of its estimate left, not 0 s
+    clock.finished["a"] = 200.0  # it took twice its estimate: what is left is priced twice as long
+    assert clock.left(now=200.0) == pytest.approx(100)
+
+
+def test_a_record_of_another_format_is_ignored(tmp_path):
+    path = record().save(tmp_path / "x.json")
+    assert est.Record.load(path) == record()
+    path.write_text(path.read_text().replace(f'"format": {est.FORMAT}', '"format": 0'))
+    assert est.Record.load(path) is None and est.Record.load(tmp_path / "missing.json") is None
+
+
+def test_durations_read_as_people_say_them():
+    assert [est.duration(s) for s in (0.4, 59, 61, 3599, 3600 * 5 + 60 * 7, 86400 * 3)] == [
+        "0 s", "59 s", "1 min 01 s", "59 min 59 s", "5 h 07 min", "3.0 days"]  # fmt: skip
