@@ -173,7 +173,8 @@ def test_a_damaged_checkpoint_is_retrained_and_said_so(tmp_path, monkeypatch, sm
 @pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
 def test_a_fresh_folder_runs_the_smoke_report_on_the_shipped_corpus(tmp_path):
     """A new user's first command on a fresh clone: no CORPORA_DIR, no network, nothing cached. The shipped War and
-    Peace is unpacked, the smoke profile trains, scores and renders (under a minute), and the run records what each job took for the next estimate."""
+    Peace is unpacked, the smoke profile trains, scores and renders (under a minute), and the run records what each
+    job took for the next estimate."""
     home = tmp_path / "home"
     work = tmp_path / "fresh"
     work.mkdir()
