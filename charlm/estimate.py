@@ -300,17 +300,19 @@ class Estimate:
             rule = RULES.get(j.priced_by.split(" ")[0], j.priced_by)
             rules[rule] = rules.get(rule, 0) + 1
         model_s, analysis_s = sum(j.seconds for j in models), sum(j.seconds for j in analyses)
+        parts = sum(j.key.startswith("part:") for j in analyses)  # an analysis's per-model parts (cells:<model>)
+        what = f"{len(analyses) - parts} analyses" + (f" in {len(analyses)} jobs" if parts else "")
         unpriced = [j.key for j in self.jobs if j.priced_by.startswith("unpriced")]
         if len(unpriced) == len(self.jobs):
             return [
                 f"estimate: none: no recorded run prices this kind of work on {self.workers} worker(s) "
-                f"({len(models)} model jobs, {len(analyses)} analyses); `make timings PROFILE=<this profile>` keeps "
+                f"({len(models)} model jobs, {what}); `make timings PROFILE=<this profile>` keeps "
                 "this run's seconds as the record the next estimate reads"
             ]
         wall = f"about {duration(self.wall_s)}" if not unpriced else f"at least {duration(self.wall_s)}"
         lines = [
             f"estimate: wall time {wall} on {self.workers} worker(s): {len(models)} model "
-            f"jobs ({duration(model_s)} of work), {len(analyses)} analyses ({duration(analysis_s)}), rendering "
+            f"jobs ({duration(model_s)} of work), {what} ({duration(analysis_s)}), rendering "
             f"{duration(self.render_s)}; about {self.disk / 1e9:.2f} GB of new artifacts",
             f"estimate: priced from {self.record_of}, on this machine at {1 / self.speed:.2f}x its speed; "
             + ", ".join(f"{n} {rule}" for rule, n in sorted(rules.items(), key=lambda kv: -kv[1])),

@@ -74,7 +74,7 @@ _SECTIONS = {
     "run": {"workers"},
 }
 _TOP = {
-    "description", "corpora", "analyses", "wants_gpu", "splits", "ships_models", "train", "analysis", "grid",
+    "description", "summary", "corpora", "analyses", "wants_gpu", "splits", "ships_models", "train", "analysis", "grid",
     *_SECTIONS,
 }  # fmt: skip
 

@@ -576,10 +576,47 @@ def results(run: Run) -> list[str]:
     return lines
 
 
+README_START = "<!-- profiles: written by `make docs` from charlm/profiles/*.timings.json; do not edit -->"
+README_END = "<!-- /profiles -->"
+README_HEADER = ["profile", "what it is", "cold `make report`", "estimate at its start", "peak memory", "artifacts",
+                 "measured"]  # fmt: skip
+
+
+def readme_table(records_dir: Path = PROFILES_DIR) -> list[str]:
+    """The README's table of profiles: one row per profile record kept with the suite (a cold run each)."""
+    rows = []
+    for path in sorted(Path(records_dir).glob(f"*{RECORD_SUFFIX}")):
+        record = _read_json(path)
+        if not (isinstance(record, dict) and record.get("measured")):
+            continue
+        name = record.get("profile") or path.name[: -len(RECORD_SUFFIX)]
+        toml = Path(records_dir) / f"{name}.toml"
+        about = tomllib.loads(toml.read_text()).get("summary", "") if toml.is_file() else ""
+        c = cost_row(name, record, "")
+        rows.append([f"`{name}`", about, _duration(c.wall_s), c.cells()[4], c.cells()[5], c.cells()[6],
+                     f"{c.date}, {c.machine}, {c.workers} workers, git {c.git}"])  # fmt: skip
+    if not rows:
+        return ["*No profile has a recorded cold run yet: `make timings PROFILE=<profile>` records one.*"]
+    return table(README_HEADER, rows)
+
+
+def update_readme(readme: Path, records_dir: Path = PROFILES_DIR) -> Path:
+    """Replace the README's table of profiles (between its markers) by the records' measurements."""
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        raise UserError(f"{readme} has no table markers ({README_START} ... {README_END})")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    body = "\n".join(readme_table(records_dir)).rstrip()
+    return atomic.write_text(readme, f"{head}{README_START}\n{body}\n{README_END}{tail}")
+
+
 def write_docs(
-    build_dir: Path, profile: str, docs_dir: Path = DOCS_DIR, records_dir: Path = PROFILES_DIR
-) -> list[Path]:
-    """Write docs/results.md (this profile's run) and docs/profile-table.md (every run and record); returns them."""
+    build_dir: Path, profile: str, docs_dir: Path = DOCS_DIR, records_dir: Path = PROFILES_DIR,
+    readme: Path | None = None,
+) -> list[Path]:  # fmt: skip
+    """Write docs/results.md (this profile's run), docs/profile-table.md (every run and record) and the README's
+    table of profiles (the records); returns them."""
     run = load_run(build_dir, profile)
     docs_dir = Path(docs_dir)
     written = [
@@ -588,6 +625,8 @@ def write_docs(
             docs_dir / "profile-table.md", "\n".join(profile_table(build_dir, records_dir)).rstrip() + "\n"
         ),
     ]
+    if readme is not None:
+        written.append(update_readme(readme, records_dir))
     return written
 
 
@@ -605,7 +644,8 @@ def main(argv=None) -> int:
         "--docs-dir", type=Path, default=DOCS_DIR, help="where to write (default: the repository's docs/)"
     )
     args = parser.parse_args(argv)
-    for path in write_docs(args.build_dir, args.profile, args.docs_dir):
+    readme = REPO / "README.md" if args.docs_dir == DOCS_DIR else None  # the repository's docs: its README too
+    for path in write_docs(args.build_dir, args.profile, args.docs_dir, readme=readme):
         print(f"wrote {path}")
     return 0
 

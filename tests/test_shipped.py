@@ -179,6 +179,30 @@ def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget
     assert total <= SHIPPED_BUDGET_BYTES, f"{total / 1e6:.1f} MB shipped"
 
 
+PENDING = sorted((shipped.SHIPPED_ROOT / "pending").glob("*/*/*/manifest.json"))
+
+
+@pytest.mark.skipif(not PENDING, reason="no model waits in models/pending/")
+def test_pending_models_are_whole_and_trained_by_the_papers_rule():
+    """models/pending/ keeps Levy's models retrained by the papers' stopping rule until their set (corpus, depth) is
+    complete; nothing reads them yet. Each is whole, of its profile's grid, and trained by the rule."""
+    from charlm.plan import neural_configs
+
+    grids: dict[str, dict] = {}  # profile -> corpus key -> the ids of its grid there
+    for manifest_path in PENDING:
+        folder, manifest = manifest_path.parent, json.loads(manifest_path.read_text())
+        assert shipped.damaged_files(folder) is None, folder
+        tc = manifest["train_config"]
+        assert (tc["converge_delta"], tc["epochs"], tc["patience"]) == (0.0, 50, 5), folder
+        if manifest["profile"] not in grids:
+            profile = load_profile(manifest["profile"])
+            loaded = {a: corpora.load(a, split_mode=profile.splits) for a in profile.corpora}
+            grids[manifest["profile"]] = {c.key: {k.model_id(c.key) for k in neural_configs(profile, c, a)}
+                                          for a, c in loaded.items()}  # fmt: skip
+        assert manifest["model_id"] in grids[manifest["profile"]][manifest["corpus_key"]], folder
+        assert not manifest["uncommitted_changes"] or not set(manifest["uncommitted_files"]) & training_sources()
+
+
 def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
     snaps = [{"step": s} for s in (1, 2, 5, 10, 22, 47)]
     config = TrainConfig("c", "lstm", 1, 8, seed=0)
