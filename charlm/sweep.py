@@ -90,8 +90,13 @@ def run_graph(
     countdown = Countdown(jobs, workers)
     tty = sys.stderr.isatty()  # in a log, a line every half minute rather than one a second
     # no tqdm rate or time left: jobs differ 1000-fold in length, so its extrapolation contradicts the countdown
-    bar = tqdm(total=len(jobs), desc=desc, unit="job", mininterval=1.0 if tty else 30.0,
-               bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} jobs [{elapsed}{postfix}]")
+    bar = tqdm(
+        total=len(jobs),
+        desc=desc,
+        unit="job",
+        mininterval=1.0 if tty else 30.0,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} jobs [{elapsed}{postfix}]",
+    )
     try:
         while pending or running:
             for job in list(pending):
