@@ -432,9 +432,12 @@ class CostRow:
     peak_mb: float | None
     artifacts_bytes: float | None
     model_jobs: int | None
+    unpriced: int = 0  # jobs the estimate had no record for (counted as 0 s: the estimate is a lower bound)
 
     def cells(self) -> list:
         estimate = _duration(self.estimate_s)
+        if self.unpriced and self.estimate_s:
+            estimate = f"at least {estimate} ({self.unpriced} jobs unpriced)"
         if self.estimate_s == 0:
             estimate = "0 s (no record priced it)"
         machine = self.machine + (f", {self.workers} workers" if self.workers != "—" else "")
@@ -472,6 +475,7 @@ def cost_row(profile: str, timings: dict, source: str, fallback_date: str = "not
         peak_mb=m.get("peak_rss_mb"),
         artifacts_bytes=m.get("artifacts_bytes"),
         model_jobs=len(jobs) if isinstance(jobs, dict) else None,
+        unpriced=int(m.get("estimate_unpriced") or 0),
     )
 
 

@@ -285,7 +285,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         standing=standing_view(standing),
         failed_models=failed_models,
         unshipped_models=[UnshippedModel(m.model_id, m.corpus.name) for m in left_out],
-        limits=run_limits(ctx.index, standing, stand_ins),
+        limits=run_limits(ctx.index, standing, stand_ins, [m for m in models if m.kind.name == "adopted"]),
     )
     say("rendering HTML and PDF")
     html, pdf = render(ctx_report, out_dir)
@@ -301,6 +301,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
                         if j.key.startswith("part:") and "seconds" in j.extra}},  # parts: "cells:<model id>"
         "measured": {"date": dt.date.today().isoformat(), "machine": est_machine(), "git": _git_revision(),
                      "workers": workers, "estimate_s": round(plan_estimate.wall_s, 1),
+                     "estimate_unpriced": sum(j.priced_by.startswith("unpriced") for j in plan_estimate.jobs),
                      "phases_s": {k: round(v, 1) for k, v in phase_seconds.items()},
                      "artifacts_bytes": _bytes(artifacts_root()), "peak_rss_mb": _peak_rss_mb()},
     }  # fmt: skip
@@ -385,7 +386,9 @@ def damage_adopted(folder: Path) -> bool:
     return complete_metrics(folder / "metrics.json") is None
 
 
-def run_limits(index: pd.DataFrame, standing: pd.DataFrame, stand_ins: list[Planned]) -> list[str]:
+def run_limits(
+    index: pd.DataFrame, standing: pd.DataFrame, stand_ins: list[Planned], adopted: list[Planned] = ()
+) -> list[str]:
     """The first page's box: what this run's models are, from its model index (never typed: issue 36)."""
     from charlm.model import BUDGETS
 
@@ -394,11 +397,11 @@ def run_limits(index: pd.DataFrame, standing: pd.DataFrame, stand_ins: list[Plan
     for corpus, sub in neural.groupby("corpus"):
         rows = sorted(int(b) for b in sub["budget"].dropna().unique())
         depths = sorted(int(n) for n in sub["layers"].unique())
-        chars = sub["chars_trained"].dropna()
+        chars = sub["chars_trained"].dropna()  # none for an adopted network: trained elsewhere
+        trained = f"trained on {int(chars.min()):,} to {int(chars.max()):,} characters; " if len(chars) else ""
         lines.append(
             f"{corpus}: {len(sub)} networks, budget rows {', '.join(map(str, rows)) or 'none'} of Fig 1's "
-            f"{', '.join(map(str, BUDGETS))}; {', '.join(map(str, depths))} layers; trained on "
-            f"{int(chars.min()):,} to {int(chars.max()):,} characters; dropout "
+            f"{', '.join(map(str, BUDGETS))}; {', '.join(map(str, depths))} layers; {trained}dropout "
             f"{', '.join(f'{d:g}' for d in sorted(sub['dropout'].unique()))}."
         )
         seeds = sub.groupby("group_id")["seed"].nunique()
@@ -421,6 +424,13 @@ def run_limits(index: pd.DataFrame, standing: pd.DataFrame, stand_ins: list[Plan
             f"{len(stand_ins)} networks are shipped models trained by the earlier stopping rule (validation "
             "gaining under 0.002 nats per epoch), standing in for the same configurations retrained by the "
             "papers' rule (50 epochs, early stopping on validation) until those ship."
+        )
+    for m in adopted:
+        c = m.config
+        lines.append(
+            f"{m.corpus.name}: {m.model_id} is your own {c.arch.upper()} ({c.layers} x {c.size}), adopted from "
+            f"{m.source}: trained elsewhere, it has no training curve or snapshots, so convergence and "
+            "training_dynamics leave it out; every other section reads it like the suite's own."
         )
     return lines
 

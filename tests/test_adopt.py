@@ -397,3 +397,5 @@ def test_the_report_puts_an_adopted_model_beside_the_profiles(tmp_path, small_te
     assert abs(ce.loc[adopted_id, "ce_nats"] - theirs) < 2e-3 and len(ce) == 2
     saturation = pd.read_csv(data / "saturation.csv")
     assert set(saturation["model_id"]) == set(ce.index)  # the gates of both, the user's GRU's included
+    page = (tmp_path / "build" / "smoke" / "index.html").read_text()
+    assert f"{adopted_id} is your own GRU (2 x 9), adopted from {model_path}" in page  # named, with its source
