@@ -22,7 +22,7 @@ import pandas as pd
 from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main
 from .context import Context, MissingInput
 
@@ -172,11 +172,7 @@ def depth_summary(df: pd.DataFrame, depths: list[int]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ findings
 
 
-def _verdict(holds: int, of: int) -> str:
-    """All hold: reproduced; at least half: partly; fewer: not reproduced (of = 0: untested)."""
-    if of == 0:
-        return "untested"
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+_verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def _at(k: int, r: pd.Series, values: dict) -> str:

@@ -112,6 +112,14 @@ class Result:
         return cls(table, findings, tables, arrays)
 
 
+def majority(holds: int, of: int) -> str:
+    """The verdict of a claim tested `of` times, holding `holds` times: all: reproduced; at least half: partly;
+    fewer: not reproduced; none tested: untested. The rule every analysis's counted claims share."""
+    if not of:
+        return "untested"
+    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+
+
 class Analysis:
     """The contract every analysis implements (see the module docstring)."""
 

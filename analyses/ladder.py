@@ -40,7 +40,7 @@ import pandas as pd
 from charlm.model import matched_size
 from corpora.errors import run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
 from .common import analysis_main
 from .context import Context, MissingInput, Needs
@@ -239,11 +239,7 @@ def gradient(df: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ findings
 
 
-def _verdict(holds: int, of: int) -> str:
-    """All hold: reproduced; at least half: partly; fewer: not reproduced; none tested: untested."""
-    if of == 0:
-        return "untested"
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+_verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def _clean(row: pd.Series) -> dict:

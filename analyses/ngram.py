@@ -22,7 +22,7 @@ import corpora
 from charlm.predictions import LN2
 from corpora.errors import UserError, parse_int_list, run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, style
 from .context import Context, MissingInput
 
@@ -163,9 +163,7 @@ def plot(df: pd.DataFrame):
     return fig
 
 
-def _verdict(holds: int, of: int) -> str:
-    """Every order within TOLERANCE of Table 2: reproduced; at least half: partly; fewer: not reproduced."""
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+_verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def findings(comp: pd.DataFrame, families: list[str]) -> list[Finding]:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from charlm.classifier import POOLS
 
-from .base import Finding
+from .base import Finding, majority
 from .maini import ratio_field, table2_range
 from .pooling_task import POSITIONS
 
@@ -191,11 +191,7 @@ def comparisons(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _verdict(holds: int, of: int) -> str:
-    """All hold: reproduced; at least half: partly; fewer: not reproduced; none to test: untested."""
-    if not of:
-        return "untested"
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+_verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def findings(comp: pd.DataFrame) -> list[Finding]:

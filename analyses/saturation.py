@@ -37,7 +37,7 @@ import seaborn as sns
 from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS
 from corpora.errors import UserError, run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, chosen_archs, headline_id, ordered_models, style, whole
 from .context import Context, Needs
 
@@ -221,11 +221,7 @@ def per_layer(df: pd.DataFrame) -> pd.DataFrame:
     return out.astype({c: "Int64" for c in counts})
 
 
-def verdict(holds: int, of: int) -> str:
-    """All models hold the claim: reproduced; at least half: partly; fewer: not reproduced; none to test: untested."""
-    if not of:
-        return "untested"
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def findings(table: pd.DataFrame) -> list[Finding]:

@@ -62,7 +62,7 @@ from charlm.gradients import (
 from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, headline_id, report_order, whole
 from .context import Context, MissingInput, Needs
 from .maini import ratio_field, table2, table2_range
@@ -402,11 +402,7 @@ def comparisons(configs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict(holds: int, of: int) -> str:
-    """Every matched pair holds: reproduced; at least half: partly; fewer: not reproduced; none: untested."""
-    if not of:
-        return "untested"
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def findings(comp: pd.DataFrame, corpora_: list[str]) -> list[Finding]:

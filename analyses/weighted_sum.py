@@ -51,7 +51,7 @@ from charlm import archs
 from charlm.model import ARCH_LABELS, GATED_ARCHS, GATELESS_ARCHS, GRU_ARCHS, memory_weights
 from corpora.errors import UserError, run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, chosen_archs, ordered_models, whole
 from .context import Context, Needs
 
@@ -363,11 +363,7 @@ def summary(layers: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def verdict(holds: int, of: int) -> str:
-    """Every model layer holds: reproduced; at least half: partly; fewer: not reproduced; none to test: untested."""
-    if not of:
-        return "untested"
-    return "reproduced" if holds == of else ("partly" if 2 * holds >= of else "not reproduced")
+verdict = majority  # all hold: reproduced; at least half: partly; fewer: not reproduced
 
 
 def findings(table: pd.DataFrame) -> list[Finding]:

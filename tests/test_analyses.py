@@ -255,3 +255,10 @@ def test_nnns_that_differ_only_in_their_hidden_grid_share_a_recipe():
     wider = _baseline_row(metrics(3, hidden_grid=[256, 512]), Path("nnn-n3"))["recipe"]
     other_lr = _baseline_row(metrics(3, lr=5e-3), Path("nnn-n3"))["recipe"]
     assert recipe[2] == recipe[4] == wider != other_lr
+
+
+def test_a_counted_claim_has_one_verdict_rule():
+    from analyses.base import majority
+
+    assert [majority(h, n) for h, n in ((3, 3), (2, 3), (1, 2), (1, 3), (0, 4), (0, 0))] == [
+        "reproduced", "partly", "partly", "not reproduced", "not reproduced", "untested"]  # fmt: skip
