@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from sklearn.manifold import TSNE
 
+from charlm import kinds
 from charlm.model import ARCH_LABELS
 from charlm.predictions import sample_positions
 from corpora.errors import UserError, run_cli
@@ -121,8 +122,9 @@ def _describe(row: pd.Series) -> dict:
         label = f"{TYPE_LABELS.get(row['arch'], row['arch'])} {scale} L{int(row['layers'])} s{int(row['seed'])}"
         return {"type": TYPE_LABELS.get(row["arch"], row["arch"]), "budget": budget, "layers": int(row["layers"]),
                 "n": np.nan, "label": label}  # fmt: skip
-    label = f"{int(row['n'])}-{'gram' if family == 'ngram' else 'NN'}"
-    return {"type": TYPE_LABELS[family], "budget": np.nan, "layers": 0, "n": int(row["n"]), "label": label}
+    kind = kinds.kind(family)  # a baseline: its kind names it ("5-gram", "3-NN", ...)
+    label, kind_label = kind.order_label(int(row["n"])), TYPE_LABELS.get(family, kind.label)
+    return {"type": kind_label, "budget": np.nan, "layers": 0, "n": int(row["n"]), "label": label}
 
 
 def compute(ctx: Context) -> pd.DataFrame:
@@ -136,7 +138,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     for key in ctx.corpus_keys():
         neural = ctx.models(corpus=key, required=False)
         neural = report_order(neural, "layers", "seed")
-        baselines = ctx.index[(ctx.index["corpus_key"] == key) & ctx.index["family"].isin(["ngram", "nnn"])]
+        baselines = ctx.index[(ctx.index["corpus_key"] == key) & ctx.index["family"].isin(kinds.baselines())]
         models = pd.concat([neural, baselines.sort_values(["family", "n"])], ignore_index=True)
         if models.empty:
             continue

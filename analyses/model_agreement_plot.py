@@ -21,8 +21,15 @@ def type_matrix(sub: pd.DataFrame) -> pd.DataFrame:
     report's type order."""
     pairs = sub[sub["model_id"] != sub["other_id"]]
     grid = pairs.pivot_table(index="type", columns="other_type", values="agreement", aggfunc="mean") * 100
-    order = [t for t in dict.fromkeys(TYPE_LABELS.values()) if t in grid.index]
+    order = type_order(grid.index)
     return grid.reindex(index=order, columns=order)
+
+
+def type_order(types) -> list[str]:
+    """The types present, in the report's order; a kind the suite does not label (a user's) after them."""
+    present = set(types)
+    known = [t for t in dict.fromkeys(TYPE_LABELS.values()) if t in present]
+    return known + sorted(present - set(known))
 
 
 def short_type(label: str) -> str:
@@ -59,7 +66,7 @@ def plot(df: pd.DataFrame):
     above the mean agreement on the most likely next character between every two types of model."""
     style()
     corpora_ = list(dict.fromkeys(df["corpus"]))
-    types = [t for t in dict.fromkeys(TYPE_LABELS.values()) if t in set(df["type"])]
+    types = type_order(df["type"])
     colours = [c for i, c in enumerate(sns.color_palette("tab10", 10)) if i != 7]  # tab10 without its grey
     palette = dict(zip(types, colours * 2))
     fig, axes = plt.subplots(2, len(corpora_), figsize=(7.5, 9.0), squeeze=False,

@@ -19,6 +19,7 @@ import pandas as pd
 import seaborn as sns
 
 import corpora
+from charlm import kinds
 from charlm.predictions import LN2
 from corpora.errors import UserError, parse_int_list, run_cli
 
@@ -43,9 +44,14 @@ TOLERANCE = 0.01  # nats: an order agrees with Table 2 when |ours - Table 2| <= 
 SETTINGS = {
     "split": "test",  # split scored
     "resamples": 100,  # bootstrap resamples of positions (Table 2: 100)
-    "families": ["ngram", "nnn"],  # which baselines to report
+    "families": [],  # which baseline kinds to report (empty: every one built; charlm.kinds.baselines())
     "n": [],  # context lengths to report (empty: every one built)
 }
+
+
+def name_of(family: str) -> str:
+    """How the report names a baseline kind: Table 2's two by their own names, any other by its kind's label."""
+    return NAMES.get(family) or kinds.kind(family).label
 
 
 def paper_table() -> pd.DataFrame:
@@ -65,7 +71,7 @@ def _disk_bytes(directory: Path) -> int:
 def measure(ctx: Context) -> pd.DataFrame:
     """One row per baseline model: corpus, family, n, split, cross-entropy (nats, bits, std), disk size, build time."""
     split, resamples = ctx.settings["split"], ctx.settings["resamples"]
-    families, ns = ctx.settings["families"], ctx.settings["n"]
+    families, ns = ctx.settings["families"] or kinds.baselines(), ctx.settings["n"]
     rows = []
     baselines = ctx.index[ctx.index["family"].isin(families)]
     if ns:
@@ -102,7 +108,7 @@ def comparisons(df: pd.DataFrame) -> pd.DataFrame:
     rows = []
     paper = paper_table()
     for (corpus, family), sub in with_paper(df).groupby(["corpus", "family"], sort=True):
-        row = {"corpus": corpus, "family": family, "name": NAMES[family], "tolerance": TOLERANCE, "built": len(sub)}
+        row = {"corpus": corpus, "family": family, "name": name_of(family), "tolerance": TOLERANCE, "built": len(sub)}
         best = sub.loc[sub["ce_nats"].idxmin()]
         row.update({"best_n": int(best["n"]), "best_ce": best["ce_nats"], "best_std": best["ce_std"]})
         theirs = paper[(paper["corpus"] == corpus) & (paper["family"] == family)]
@@ -136,21 +142,28 @@ def plot(df: pd.DataFrame):
     paper, merged = paper_table(), with_paper(df)
     for j, corpus in enumerate(corpora_):
         top, bottom = axes[0][j], axes[1][j]
-        for family, color in zip(FAMILIES, sns.color_palette(n_colors=2)):
+        families = [*FAMILIES, *sorted(set(df["family"]) - set(FAMILIES))]  # Table 2's, then any other kind's
+        for family, color in zip(families, sns.color_palette(n_colors=len(families))):
             ours = merged[(merged["corpus"] == corpus) & (merged["family"] == family)]
             theirs = paper[(paper["corpus"] == corpus) & (paper["family"] == family)]
             if not ours.empty:
                 top.errorbar(ours["n"], ours["ce_nats"], yerr=ours["ce_std"], marker="o", ms=4, color=color,
-                             label=f"{NAMES[family]}, ours")  # fmt: skip
+                             label=f"{name_of(family)}, ours")  # fmt: skip
                 paired = ours[ours["diff_nats"].notna()]
-                bottom.plot(paired["n"], paired["diff_nats"], marker="o", ms=4, color=color, label=NAMES[family])
-            top.plot(theirs["n"], theirs["paper_ce_nats"], ls="--", marker="x", color=color, alpha=0.7,
-                     label=f"{NAMES[family]}, Table 2")  # fmt: skip
+                if len(paired):
+                    bottom.plot(paired["n"], paired["diff_nats"], marker="o", ms=4, color=color, label=name_of(family))
+            if len(theirs):
+                top.plot(theirs["n"], theirs["paper_ce_nats"], ls="--", marker="x", color=color, alpha=0.7,
+                         label=f"{NAMES[family]}, Table 2")  # fmt: skip
         bottom.axhspan(-TOLERANCE, TOLERANCE, color="grey", alpha=0.25, lw=0, label=f"+- {TOLERANCE:g} nats")
         bottom.axhline(0.0, color="black", lw=0.8)
+        ticks = sorted(set(PAPER_N) | set(merged.loc[merged["corpus"] == corpus, "n"].astype(int)))
         for ax in (top, bottom):
-            ax.set_xscale("log")
-            ax.set_xticks(PAPER_N, [str(n) for n in PAPER_N])
+            if min(ticks) >= 1:
+                ax.set_xscale("log")
+            else:  # n = 0 (a unigram) has no place on a log axis
+                ax.set_xscale("symlog", linthresh=1)
+            ax.set_xticks(ticks, [str(n) for n in ticks])
             ax.minorticks_off()
             ax.tick_params(labelsize=7)
         top.set_title(f"{corpus}: baselines against Table 2", fontsize=9)
@@ -193,6 +206,11 @@ def findings(comp: pd.DataFrame, families: list[str]) -> list[Finding]:
                 out.append(Finding("{corpus}: the best {name} is n = {best_n} at {best_ce:.3f} +- {best_std:.3f} "
                                    "nats/char (Table 2: n = {paper_best_n}, {paper_best_ce:.3f})", v,
                                    corpus=corpus))  # fmt: skip
+        for family in sorted(set(by) - set(FAMILIES)):  # a baseline kind Table 2 does not have
+            r = by[family]
+            v = {k: r[k] for k in r.index if not (isinstance(r[k], float) and np.isnan(r[k]))}
+            out.append(Finding("{corpus}: the best {name} is n = {best_n} at {best_ce:.3f} +- {best_std:.3f} nats/char "
+                               "(not in Table 2)", v, corpus=corpus))  # fmt: skip
         if "splits" in sub and (sub["splits"] == "contiguous").any():
             out.append(Finding("{corpus}: these baselines use {splits} splits, not the interleaved char-rnn splits of "
                                "Table 2, which are easier for a fixed window", {"corpus": corpus,
@@ -237,7 +255,7 @@ class Ngram(Analysis):
         comp = comparisons(df)
         if (df["splits"] == "contiguous").any():
             comp["splits"] = comp["corpus"].map(df.groupby("corpus")["splits"].first())
-        return Result(df, findings(comp, list(ctx.settings["families"])), tables={"table2": comp})
+        return Result(df, findings(comp, list(ctx.settings["families"]) or kinds.baselines()), tables={"table2": comp})
 
     def plot(self, result: Result):
         return plot(result.table)

@@ -43,6 +43,11 @@ def write_log(path: Path, err: BaseException, what: str) -> Path:
     return path
 
 
+def _text(value) -> str:
+    """A model's digest in a cache key: a kind may have none (pandas' string dtype would make None a NaN)."""
+    return "" if value is None or value != value else str(value)
+
+
 def analysis_job(
     name: str, wanted: list[str], profile_settings: dict, data_dir: str, env: dict, threads: int, command: str = "",
     log: str | None = None,
@@ -64,7 +69,7 @@ def analysis_job(
         settings = common.settings(analysis, profile_settings)
         key = config_hash(
             {"analysis": name, "source": common.source_digest(analysis), "settings": settings,
-             "models": sorted(index["model_id"] + ":" + index["digest"].astype(str) + ":" + index["dir"])},
+             "models": sorted(index["model_id"] + ":" + index["digest"].map(_text) + ":" + index["dir"])},
             16,
         )  # fmt: skip
         if key_path.exists() and key_path.read_text().strip() == key and (data / f"{name}.findings.json").exists():

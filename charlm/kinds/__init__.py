@@ -31,6 +31,11 @@ def kind(name: str) -> ModelKind:
     raise UserError(f"unknown kind of model {name!r}: one of {', '.join(k.name for k in KINDS)}")
 
 
+def baselines() -> list[str]:
+    """The names of the kinds the networks are compared with (their models have an order n): Table 2's families."""
+    return [k.name for k in KINDS if k.baseline]
+
+
 def of(metrics: dict, folder: Path | None = None, payload_kind: str | None = None) -> ModelKind:
     """The kind that owns a model folder (its complete metrics.json) or a checkpoint (its payload's "kind")."""
     for k in KINDS:
@@ -42,4 +47,6 @@ def of(metrics: dict, folder: Path | None = None, payload_kind: str | None = Non
 
 RECURRENT_KIND = RECURRENT
 
-__all__ = ["KINDS", "RECURRENT_KIND", "Job", "ModelKind", "Planned", "Work", "kind", "of", "worker_env"]
+__all__ = [
+    "KINDS", "RECURRENT_KIND", "Job", "ModelKind", "Planned", "Work", "baselines", "kind", "of", "worker_env",
+]  # fmt: skip

@@ -71,6 +71,8 @@ class ModelKind:
     label: ClassVar[str]  # how the report names the kind
     recurrent: ClassVar[bool] = False  # has a state and internals: traces, probes and gradients apply
     ships: ClassVar[bool] = False  # a profile that ships its models ships this kind's (models/<profile>/)
+    baseline: ClassVar[bool] = False  # a model the networks are compared with, named by its order n (Table 2's
+    # columns): the baseline table (analyses.ngram) and model_agreement read every such kind
 
     def __repr__(self) -> str:  # plans and errors print the kind by its name
         return self.name
@@ -94,6 +96,10 @@ class ModelKind:
     def describe(self, planned: Planned) -> dict:
         """Its columns of `--plan`: arch, layers, width, dropout, seed, params, budget row, train chars."""
         raise NotImplementedError
+
+    def order_label(self, n: int) -> str:
+        """A baseline of order n (previous characters seen) in a figure's legend: "5-gram", "3-NN", ..."""
+        return f"{self.name} n={n}"
 
     # -- reading
     def index_row(self, metrics: dict, directory: Path) -> dict:

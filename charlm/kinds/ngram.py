@@ -17,6 +17,10 @@ from .base import Job, ModelKind, Planned, Work, worker_env
 class NGram(ModelKind):
     name = "ngram"
     label = "KenLM n-gram"
+    baseline = True
+
+    def order_label(self, n: int) -> str:
+        return f"{n}-gram"
 
     def plan(self, profile, corpus, corpus_arg, extra_orders=((), ())) -> list[Planned]:
         from .. import ngram

@@ -20,6 +20,10 @@ class NNN(ModelKind):
     name = "nnn"
     label = "n-NN"
     ships = True
+    baseline = True
+
+    def order_label(self, n: int) -> str:
+        return f"{n}-NN"
 
     def plan(self, profile, corpus, corpus_arg, extra_orders=((), ())) -> list[Planned]:
         from .. import nnn
