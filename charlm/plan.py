@@ -204,15 +204,29 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
                     for budget in grid["budgets"]:
                         width = matched_size(arch, budget, V, layers)
                         configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
-        abl = profile.ablations
         for layers in ablation_depths(profile):
-            width = matched_size("lstm", abl["budget"], V, layers)
-            for seed in abl.get("lstm_seeds", [0]):
-                configs.append(TrainConfig(corpus_arg, "lstm", layers, width, dropout, seed, **train))
-            for arch in abl["archs"]:
-                configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
+            configs += ablation_set(profile, V, corpus_arg, layers, dropout)
     unique = {c.model_id(corpus.key): c for c in configs}
     return list(unique.values())
+
+
+def ablation_set(profile: Profile, vocab_size: int, corpus_arg: str, layers: int, dropout: float) -> list[TrainConfig]:
+    """Levy's table at one depth: the LSTM over its seeds (the yardstick), then every ablation at the LSTM's width.
+    Its verdict compares them with each other, so a profile that ships its models ships such a set only whole
+    (reports.ship pack)."""
+    abl, train = profile.ablations, {k: v for k, v in profile.train.items() if k != "dropout"}
+    width = matched_size("lstm", abl["budget"], vocab_size, layers)
+    lstms = [TrainConfig(corpus_arg, "lstm", layers, width, dropout, s, **train) for s in abl.get("lstm_seeds", [0])]
+    return lstms + [TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train) for arch in abl["archs"]]
+
+
+def ablation_sets(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[list[TrainConfig]]:
+    """Every (depth, dropout) set of Levy's table a profile trains on a corpus (see ablation_set)."""
+    return [
+        ablation_set(profile, corpus.vocab_size, corpus_arg, layers, dropout)
+        for dropout in profile.dropouts
+        for layers in ablation_depths(profile)
+    ]
 
 
 def ablation_depths(profile: Profile) -> list[int]:

@@ -38,7 +38,7 @@ from pathlib import Path
 import corpora
 from charlm import archs
 from charlm.plan import available, load_profile
-from charlm.shipped import MANIFEST, damaged_files, shipped_folder
+from charlm.shipped import MANIFEST, SHIPPED_ROOT, damaged_files, shipped_folder
 from corpora import atomic
 from corpora.errors import UserError, run_cli
 
@@ -405,37 +405,102 @@ def _finish(stage: Path, folder: Path, names: list[str], manifest: dict) -> dict
     return manifest
 
 
+PENDING = "pending"  # models/pending/<profile>/: finished models of a set not yet whole (pack_all)
+
+
 def pack_all(profile_name: str, root: Path | None = None) -> int:
-    """Pack every finished (complete, with provenance) model of the profile; report what is still to train."""
+    """Pack every finished (complete, with provenance) model of the profile; report what is still to train.
+
+    Levy's table at one depth (charlm.plan.ablation_sets) ships only whole: its verdict compares its members, so
+    while one is still training the finished ones wait in models/pending/<profile>/ and move into models/<profile>/
+    together. A model packed into models/<profile>/ retires the stand-in it replaces: the shipped model of the same
+    configuration trained by an earlier stopping rule (charlm.kinds.recurrent, `stand_in`)."""
     from charlm.paths import complete_metrics, model_dir
-    from charlm.plan import headline_config, neural_configs
+    from charlm.plan import ablation_sets, headline_config, neural_configs
 
     profile = load_profile(profile_name)
-    packed, pending, total_bytes = 0, [], 0
+    root = root or SHIPPED_ROOT
+    packed, waiting, pending, total_bytes = 0, 0, [], 0
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
         configs = neural_configs(profile, corpus, arg)
         headline = headline_config(configs, corpus.vocab_size)
+        sets = {}  # model id -> the ids of the set it ships with
+        for members in ablation_sets(profile, corpus, arg):
+            ids = [c.model_id(corpus.key) for c in members]
+            sets.update(dict.fromkeys(ids, ids))
+
+        waiting_room = f"{PENDING}/{profile.name}"
+
+        def finished(model_id: str, name=corpus.artifact_name, rooms=(profile.name, waiting_room)) -> bool:
+            source = model_dir(name, model_id)
+            return bool(complete_metrics(source / "metrics.json") and (source / PROVENANCE).is_file()) or any(
+                whole(shipped_folder(room, name, model_id, root)) for room in rooms
+            )
+
         for config in configs + nnn_configs(profile, corpus):
             model_id = config.model_id(corpus.key)
             source = model_dir(corpus.artifact_name, model_id)
             folder = shipped_folder(profile.name, corpus.artifact_name, model_id, root)
-            if (folder / MANIFEST).is_file() and damaged_files(folder) is None:
-                total_bytes += sum(e["bytes"] for e in json.loads((folder / MANIFEST).read_text())["files"].values())
+            held = shipped_folder(waiting_room, corpus.artifact_name, model_id, root)
+            if whole(folder):
+                total_bytes += _shipped_bytes(folder)
                 continue  # shipped before and whole
-            if not (complete_metrics(source / "metrics.json") and (source / PROVENANCE).is_file()):
+            if not finished(model_id):
                 pending.append(f"{corpus.name}/{model_id}")
                 continue
-            if is_nnn(config):
-                manifest = pack_nnn(source, folder, profile.name)
+            ships = all(finished(m) for m in sets.get(model_id, [model_id]))
+            target = folder if ships else held
+            if whole(held) and ships:
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(folder, ignore_errors=True)
+                held.rename(folder)  # its set is whole: it moves in with the rest
+                print(f"[ship] moved {held} into {folder}", flush=True)
+            elif not whole(target):
+                if is_nnn(config):
+                    pack_nnn(source, target, profile.name)
+                else:
+                    pack_one(source, target, profile.name, config == headline)
+                print(f"[ship] packed {target}" + ("" if ships else " (its set is not whole yet)"), flush=True)
+            if ships:
+                packed += 1
+                total_bytes += _shipped_bytes(folder)
+                retire_stand_ins(folder, root)
             else:
-                manifest = pack_one(source, folder, profile.name, config == headline)
-            total_bytes += sum(e["bytes"] for e in manifest["files"].values())
-            packed += 1
-            print(f"[ship] packed {folder} ({len(manifest['files'])} files)", flush=True)
-    print(f"[ship] {packed} packed now; shipped in all: {total_bytes / 1e6:.1f} MB; still to train: "
-          f"{', '.join(pending) if pending else 'none'}")  # fmt: skip
+                waiting += 1
+    print(f"[ship] {packed} shipped now, {waiting} waiting for their set in {root / PENDING}; shipped in all: "
+          f"{total_bytes / 1e6:.1f} MB; still to train: {', '.join(pending) if pending else 'none'}")  # fmt: skip
     return 0
+
+
+def whole(folder: Path) -> bool:
+    """A shipped folder whose manifest lists every file with its sha256."""
+    return (folder / MANIFEST).is_file() and damaged_files(folder) is None
+
+
+def _shipped_bytes(folder: Path) -> int:
+    return sum(e["bytes"] for e in json.loads((folder / MANIFEST).read_text())["files"].values())
+
+
+def retire_stand_ins(folder: Path, root: Path) -> list[str]:
+    """Remove the shipped models that stood in for the one in `folder`: same corpus, same configuration but for
+    when training stopped, another id. Returns the ids removed."""
+    from charlm.kinds.recurrent import _manifests_in, _training_key
+
+    manifest = json.loads((folder / MANIFEST).read_text())
+    config = manifest.get("train_config")
+    if not config:
+        return []  # an n-NN: nothing stands in for it
+    removed = []
+    for other in sorted(folder.parent.glob(f"*/{MANIFEST}")):
+        theirs = json.loads(other.read_text())
+        same = theirs.get("train_config") and _training_key(theirs["train_config"]) == _training_key(config)
+        if same and theirs["model_id"] != manifest["model_id"] and theirs.get("corpus_key") == manifest["corpus_key"]:
+            shutil.rmtree(other.parent)
+            removed.append(theirs["model_id"])
+            print(f"[ship] removed {other.parent.name}: {manifest['model_id']} replaces it", flush=True)
+    _manifests_in.cache_clear()
+    return removed
 
 
 def status(profile_name: str, root: Path | None = None) -> int:

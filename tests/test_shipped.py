@@ -444,3 +444,44 @@ def test_a_training_sessions_cpu_seconds_are_on_record_while_it_runs(tmp_path, m
                 on_disk.append(json.loads(path.read_text())["sessions"][0].get("cpu_seconds") or 0.0)
     assert max(on_disk) > 0.1  # written while it ran: a kill here would have left that much on record
     assert 0.3 <= cpu_seconds() < 0.3 + 1.0 and cpu_seconds() >= max(on_disk)
+
+
+def test_levys_set_ships_whole_and_retires_the_stand_ins_it_replaces(tmp_path, monkeypatch, small_text_file):
+    """A profile's stopping rule changed (issue 38): its old models stand in until the retrained ones ship. Levy's
+    table at one depth ships only whole: a finished member waits in models/pending/ while another trains; once all
+    are finished they move in together and the stand-ins they replace are removed."""
+    from charlm.plan import plan_all
+
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
+    toml = tmp_path / "tiny.toml"
+    head = f"""description = "Levy's table in small"\ncorpora = ["{small_text_file}"]\nanalyses = ["ablations"]
+ships_models = true\n[train]\nmax_chars = 2000\neval_chars = 500\nbatch_size = 4\nunroll = 20\nsnapshots = 1\n"""
+    levy = '[[grid]]\ntypes = ["lstm"]\nlayers = [1]\nbudgets = [8]\n'  # the same LSTM as the yardstick
+    levy += '[ablations]\narchs = ["lstm-gates"]\nlayers = 1\nbudget = 8\nlstm_seeds = [0]\n'
+    toml.write_text(head + "epochs = 2\n" + levy)  # the earlier rule
+    assert ship.main(["train", "--profile", str(toml)]) == 0
+    ship.pack_all(str(toml), root=tmp_path / "models")
+    old = sorted(p.name for p in (tmp_path / "models" / "tiny").glob("*/*"))
+    assert len(old) == 2
+
+    toml.write_text(head + "epochs = 3\n" + levy)  # the papers' rule: the same two models, new ids
+    assert ship.main(["train", "--profile", str(toml), "--only", "lstm"]) == 0  # the yardstick first
+    ship.pack_all(str(toml), root=tmp_path / "models")
+    (waiting,) = (tmp_path / "models" / "pending" / "tiny").glob("*/lstm-L1-*")
+    assert sorted(p.name for p in (tmp_path / "models" / "tiny").glob("*/*")) == old  # nothing mixed in yet
+    profile = load_profile(str(toml))
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "fresh"))  # a fresh clone plans what ships
+    _, models = plan_all(profile)
+    assert sorted(m.model_id for m in models if m.stand_in_for) == old  # both still stood in for
+
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
+    assert ship.main(["train", "--profile", str(toml)]) == 0
+    ship.pack_all(str(toml), root=tmp_path / "models")
+    new = sorted(p.name for p in (tmp_path / "models" / "tiny").glob("*/*"))
+    assert len(new) == 2 and not set(new) & set(old) and waiting.name in new
+    assert not list((tmp_path / "models" / "pending").glob("*/*/*"))  # moved, not copied
+    assert all(shipped.damaged_files(p) is None for p in (tmp_path / "models" / "tiny").glob("*/*"))
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "fresh"))
+    _, models = plan_all(profile)
+    assert sorted(m.model_id for m in models) == new and not any(m.stand_in_for for m in models)

@@ -19,7 +19,8 @@ from pathlib import Path
 import corpora
 
 from ..paths import complete_metrics, config_hash, model_dir
-from ..shipped import MANIFEST, SHIPPED_ROOT, shipped_folder
+from .. import shipped as shipped_models
+from ..shipped import MANIFEST, shipped_folder
 from .base import Job, ModelKind, Planned, Work, worker_env
 
 STOPPING = ("converge_delta", "converge_window", "patience", "epochs")  # when training stops, not what it learns
@@ -147,6 +148,9 @@ class Recurrent(ModelKind):
     def index_row(self, metrics: dict, directory: Path) -> dict:
         tc = metrics.get("train_config") or {}
         key = metrics.get("corpus_key", metrics.get("corpus_sha256"))
+        # when training stopped is not what it learned from: a model trained by an earlier stopping rule stands in
+        # for its retrained one (issue 38) in the same comparisons, and the report counts it
+        tc = {k: v for k, v in tc.items() if k not in STOPPING}
         recipe = {k: v for k, v in tc.items() if k not in ("corpus", "arch", "layers", "size", "seed", "dropout")}
         variant = {k: v for k, v in tc.items() if k not in ("corpus", "seed", "dropout")}
         return {
@@ -206,9 +210,12 @@ def _training_key(train_config: dict) -> str:
     return json.dumps({k: v for k, v in train_config.items() if k not in ("corpus", *STOPPING)}, sort_keys=True)
 
 
-@functools.cache
 def _shipped_manifests(profile_name: str, corpus_artifact_name: str) -> tuple[dict, ...]:
-    folder = SHIPPED_ROOT / profile_name / corpus_artifact_name
+    return _manifests_in(shipped_models.SHIPPED_ROOT / profile_name / corpus_artifact_name)
+
+
+@functools.cache
+def _manifests_in(folder: Path) -> tuple[dict, ...]:  # cleared by reports.ship when it changes what ships
     return tuple(json.loads(p.read_text()) for p in sorted(folder.glob(f"*/{MANIFEST}")))
 
 
