@@ -29,6 +29,7 @@ from charlm.model import ARCH_LABELS
 from charlm.predictions import LN2
 from corpora.errors import run_cli
 
+from . import dropout_choice
 from .base import Analysis, Claim, Finding, Result
 from .common import analysis_main, headline_id, style, whole
 from .context import Context
@@ -109,8 +110,8 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     diff_nats = ours - Fig 1 at Fig 1's 3 decimals. In Fig 1's reading order: corpus, budget row, type (LSTM, RNN,
     GRU), layers."""
     ours = df.groupby(["corpus", "arch", "layers", "budget", "group_id"], as_index=False, dropna=False).agg(
-        size=("size", "first"), params=("params", "first"), ce_nats=("ce_nats", "mean"), ce_std=("ce_std", "mean"),
-        seeds=("seed", "count"),
+        size=("size", "first"), params=("params", "first"), dropout=("dropout", "first"), ce_nats=("ce_nats", "mean"),
+        ce_std=("ce_std", "mean"), seeds=("seed", "count"),
     )  # fmt: skip
     ours["paper_arch"] = ours["arch"].replace(PAPER_ARCH)
     paper = paper_table().rename(columns={"arch": "paper_arch"})
@@ -122,6 +123,13 @@ def cells(df: pd.DataFrame) -> pd.DataFrame:
     return merged.drop(columns=["group_id", "paper_arch", "_rank"])
 
 
+def fig1_by_arch() -> pd.DataFrame:
+    """Fig 1 keyed by our architectures: its GRU is both the papers' form and torch's (PAPER_ARCH)."""
+    paper = paper_table()
+    theirs = [paper] + [paper[paper["arch"] == v].assign(arch=k) for k, v in PAPER_ARCH.items()]
+    return pd.concat(theirs, ignore_index=True)
+
+
 def with_paper(df: pd.DataFrame) -> pd.DataFrame:
     """The report's table: each cell of our Fig 1 grid beside Fig 1's number and the difference (ours - Fig 1);
     a blank (em dash) where Fig 1 has no number."""
@@ -130,7 +138,7 @@ def with_paper(df: pd.DataFrame) -> pd.DataFrame:
         "corpus": c["corpus"], "budget row": c["budget"].astype("Int64"), "type": c["arch"].map(_label),
         "layers": c["layers"].astype(int), "width": c["size"].astype(int), "params": c["params"].astype(int),
         "ours (nats/char)": c["ce_nats"], "bootstrap std": c["ce_std"], "Fig 1 (nats/char)": c["paper_ce_nats"],
-        "ours - Fig 1": c["diff_nats"], "seeds": c["seeds"].astype(int),
+        "ours - Fig 1": c["diff_nats"], "seeds": c["seeds"].astype(int), "dropout": c["dropout"],
     })  # fmt: skip
 
 
@@ -383,7 +391,10 @@ class CrossEntropy(Analysis):
     def compute(self, ctx: Context) -> Result:
         df = compute(ctx)
         comp = comparisons(cells(df))
-        return Result(df, findings(df, comp), tables={"comparisons": comp, "headline": headlines(df)})
+        split, resamples = ctx.settings["split"], ctx.settings["resamples"]
+        dropout = dropout_choice.per_cell(dropout_choice.measure(ctx, ARCHS, split, resamples), fig1_by_arch())
+        return Result(df, findings(df, comp) + dropout_choice.findings(dropout),
+                      tables={"comparisons": comp, "headline": headlines(df), "dropout": dropout})  # fmt: skip
 
     def plot(self, result: Result):
         return plot(result.table)
@@ -413,7 +424,11 @@ class CrossEntropy(Analysis):
         )
 
     def appendix(self, result: Result) -> dict[str, pd.DataFrame]:
-        return {"every cell of Fig 1's grid, beside Fig 1": with_paper(result.table)}
+        out = {"every cell of Fig 1's grid, beside Fig 1": with_paper(result.table)}
+        dropout = result.tables.get("dropout")
+        if dropout is not None and len(dropout):
+            out["dropout chosen on validation, and what it bought on test against dropout 0"] = dropout
+        return out
 
 
 ANALYSIS = CrossEntropy()

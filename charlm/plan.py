@@ -60,7 +60,7 @@ from .train import TrainConfig
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 _TRAIN_FIELDS = set(TrainConfig.__dataclass_fields__) - {"corpus", "arch", "layers", "size", "seed"}
-_GRID = {"types", "layers", "budgets", "corpora"}
+_GRID = {"types", "layers", "budgets", "corpora", "dropouts"}  # dropouts: this table's own grid of dropout values
 _NNN_OPTIONS = {  # a profile's [baselines] key -> the charlm.nnn.NNNConfig field it sets
     "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
     "nnn_targets": "targets", "nnn_epochs": "epochs", "nnn_epoch_chars": "epoch_chars", "nnn_lr_decay": "lr_decay",
@@ -125,6 +125,11 @@ def _check(path: Path, raw: dict) -> None:
         if unknown or missing:
             raise UserError(
                 f"profile {path}: a [[grid]] table has unknown {sorted(unknown)} or lacks {sorted(missing)}"
+            )
+        drops = table.get("dropouts", [0.0])
+        if not (isinstance(drops, list) and drops and all(isinstance(d, (int, float)) and 0 <= d < 1 for d in drops)):
+            raise UserError(
+                f"profile {path}: a [[grid]] table's dropouts must be a list of numbers in [0, 1), got {drops}"
             )
     for section, allowed in _SECTIONS.items():
         unknown = set(raw.get(section, {})) - allowed
@@ -191,19 +196,22 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
-    """The type x layers x budget grid (every model sized to its row, Karpathy sec 4.1), then Levy's ablations at
-    the width of the LSTM of their budget and depth, the LSTM over seeds; each at every dropout of the grid."""
+    """The type x layers x budget grid (every model sized to its row, Karpathy sec 4.1), each at every dropout of
+    its table (`dropouts`, else the profile's), then Levy's ablations at the width of the LSTM of their budget and
+    depth, the LSTM over seeds, at every dropout of the profile. Analyses read, per configuration, the dropout with
+    the lowest validation loss (Karpathy et al. sec 3.3; analyses.context.select_by_validation)."""
     V, configs = corpus.vocab_size, []
     train = {k: v for k, v in profile.train.items() if k != "dropout"}
-    for dropout in profile.dropouts:
-        for grid in profile.grid:
-            if "corpora" in grid and corpus.name not in grid["corpora"] and corpus_arg not in grid["corpora"]:
-                continue
+    for grid in profile.grid:
+        if "corpora" in grid and corpus.name not in grid["corpora"] and corpus_arg not in grid["corpora"]:
+            continue
+        for dropout in [float(d) for d in grid.get("dropouts", profile.dropouts)]:
             for arch in grid["types"]:
                 for layers in grid["layers"]:
                     for budget in grid["budgets"]:
                         width = matched_size(arch, budget, V, layers)
                         configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
+    for dropout in profile.dropouts:
         for layers in ablation_depths(profile):
             configs += ablation_set(profile, V, corpus_arg, layers, dropout)
     unique = {c.model_id(corpus.key): c for c in configs}

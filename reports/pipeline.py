@@ -399,10 +399,18 @@ def run_limits(
         depths = sorted(int(n) for n in sub["layers"].unique())
         chars = sub["chars_trained"].dropna()  # none for an adopted network: trained elsewhere
         trained = f"trained on {int(chars.min()):,} to {int(chars.max()):,} characters; " if len(chars) else ""
+        every = index[(index["family"] == "neural") & (index["corpus"] == corpus)]
+        tried = every.groupby("variant")["dropout"].nunique()
+        chosen = (
+            f" (chosen on validation in the {int((tried > 1).sum())} configurations trained at "
+            f"{'/'.join(f'{d:g}' for d in sorted(every['dropout'].unique()))})"
+            if (tried > 1).any()
+            else ""
+        )
         lines.append(
             f"{corpus}: {len(sub)} networks, budget rows {', '.join(map(str, rows)) or 'none'} of Fig 1's "
             f"{', '.join(map(str, BUDGETS))}; {', '.join(map(str, depths))} layers; {trained}dropout "
-            f"{', '.join(f'{d:g}' for d in sorted(sub['dropout'].unique()))}."
+            f"{', '.join(f'{d:g}' for d in sorted(sub['dropout'].unique()))}{chosen}."
         )
         seeds = sub.groupby("group_id")["seed"].nunique()
         if seeds.max() > 1:

@@ -78,8 +78,9 @@ def test_the_table_puts_fig1_beside_ours_and_the_difference_is_ours_minus_fig1()
                                          for a in TYPES for n in (1, 2, 3))
     }  # fmt: skip
     table = ce.with_paper(_models(values, seeds=3))
-    assert list(table.columns) == ["corpus", "budget row", "type", "layers", "width", "params", "ours (nats/char)",
-                                   "bootstrap std", "Fig 1 (nats/char)", "ours - Fig 1", "seeds"]  # fmt: skip
+    assert list(table.columns) == ["corpus", "budget row", "type", "layers", "width", "params",
+                                   "ours (nats/char)", "bootstrap std", "Fig 1 (nats/char)", "ours - Fig 1", "seeds",
+                                   "dropout"]  # fmt: skip
     assert len(table) == 2 * 2 * 3 * 3 and (table["seeds"] == 3).all()
     exact = (table["ours (nats/char)"] - table["Fig 1 (nats/char)"]).to_numpy()
     shown = (table["ours (nats/char)"].round(3) - table["Fig 1 (nats/char)"]).to_numpy()  # at Fig 1's 3 decimals
@@ -227,3 +228,50 @@ def test_the_figure_has_a_grid_per_corpus_with_untrained_cells_blank(corpora):
     assert far["1.500±0.003\nFig 1: 1.449\nΔ +0.051"]
     assert all(is_bold == (abs(float(t.rpartition("Δ ")[2])) > ce.AGREE_NATS) for t, is_bold in far.items())
     assert not any(NAN.search(t) for t in texts)
+
+
+def test_dropout_is_chosen_on_validation_and_what_it_bought_is_measured_on_test(tmp_path, artifacts):
+    """One configuration at dropout 0, 0.25 and 0.5 (validation 1.00, 0.90, 0.95; test 1.30, 1.20, 1.10): validation
+    chooses 0.25, though 0.5 is better on test, and it bought 0.10 nats against dropout 0; a configuration trained at
+    one dropout is not in the dropout table."""
+    import numpy as np
+    from conftest import fake_corpus_file, fake_neural_model
+
+    from analyses import common, dropout_choice
+    from analyses.context import Context, model_index
+
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    for dropout, val, test in ((0.0, 1.00, 1.30), (0.25, 0.90, 1.20), (0.5, 0.95, 1.10)):
+        fake_neural_model(corpus, nll=np.full(T, test), val_loss=val, arch="lstm", size=8, dropout=dropout)
+    fake_neural_model(corpus, nll=np.full(T, 1.5), arch="rnn", size=8)
+    result = ce.ANALYSIS.compute(Context(model_index(), common.settings(ce.ANALYSIS, None, {"resamples": 5})))
+    chosen = result.table.set_index("arch")
+    assert chosen.loc["lstm", "dropout"] == 0.25 and chosen.loc["lstm", "ce_nats"] == pytest.approx(1.2, abs=1e-5)
+    (cell,) = result.tables["dropout"].itertuples()
+    assert (cell.arch, cell.tried, cell.chosen) == ("lstm", "0/0.25/0.5", 0.25)
+    assert cell.bought == pytest.approx(0.1, abs=1e-5) and np.isnan(cell.diff_before)  # sized to no Fig 1 row
+    (finding,) = [f for f in result.findings if "dropout chosen" in f.template]
+    assert "above 0 in 1" in sentence(finding) and "0.100 nats/char" in sentence(finding)
+    assert dropout_choice.findings(result.tables["dropout"].iloc[0:0]) == []
+
+
+def test_the_gap_to_fig1_before_and_after_dropout_is_the_cells_mean():
+    """Two Fig 1 cells: dropout 0 at +0.06 and +0.04 from Fig 1, the chosen dropout at +0.01 and +0.04 (dropout 0
+    chosen there): the mean gap goes from +0.050 to +0.025."""
+    from analyses import dropout_choice
+
+    rows = []
+    for layers, paper in ((1, 1.149), (2, 1.128)):
+        for dropout, ce_nats, chosen in ((0.0, paper + (0.06 if layers == 1 else 0.04), layers == 2),
+                                         (0.25, paper + (0.01 if layers == 1 else 0.07), layers == 1)):  # fmt: skip
+            ids = {"model_id": f"m{layers}{dropout}", "group_id": f"g{layers}{dropout}"}
+            rows.append({"corpus": "linux", "arch": "lstm", "layers": layers, "size": 128 // layers, "budget": 128.0,
+                         "dropout": dropout, "seed": 0, "val_loss": 1.0, "ce_nats": ce_nats, "ce_std": 0.003,
+                         "selected": chosen, **ids})  # fmt: skip
+    cells = dropout_choice.per_cell(pd.DataFrame(rows), ce.fig1_by_arch())
+    assert list(cells["chosen"]) == [0.25, 0.0]
+    assert list(cells["bought"].round(6)) == [0.05, 0.0]
+    (finding,) = dropout_choice.findings(cells)
+    assert finding.values["before"] == pytest.approx(0.05) and finding.values["after"] == pytest.approx(0.025)
+    assert "from +0.050 to +0.025" in sentence(finding)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import corpora
 
-from ..paths import complete_metrics, config_hash, model_dir
 from .. import shipped as shipped_models
+from ..paths import complete_metrics, config_hash, model_dir
 from ..shipped import MANIFEST, shipped_folder
 from .base import Job, ModelKind, Planned, Work, worker_env
 

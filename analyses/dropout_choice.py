@@ -1,0 +1,102 @@
+"""Dropout chosen on validation, cell by cell of Fig 1 (part of the cross_entropy section).
+
+The question: where a configuration was trained at several amounts of dropout, which did validation choose, and what
+did it buy on the test split against dropout 0?
+
+The paper's definition (Karpathy et al. 2016, sec 3.3): "we cross-validate the amount of dropout for each model
+individually"; char-rnn applies it between layers and before the softmax (charlm.model). The analyses read, per
+configuration, the dropout with the lowest validation loss, its mean over seeds (analyses.context,
+select_by_validation); this module reads every dropout of the configurations trained at more than one.
+
+Below: measure (one row per model of such a configuration: its dropout, validation loss, test cross-entropy and
+whether validation chose it), per_cell (one row per Fig 1 cell: the values tried, the one chosen, what it bought,
+the gap to Fig 1 before and after) and findings (per corpus, in numbers from per_cell).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .base import Finding
+from .common import whole
+from .context import Context
+
+COLUMNS = ["corpus", "arch", "layers", "size", "budget", "dropout", "seed", "val_loss", "ce_nats", "ce_std",
+           "selected", "model_id", "group_id"]  # fmt: skip
+
+
+def measure(ctx: Context, archs: tuple[str, ...], split: str, resamples: int) -> pd.DataFrame:
+    """Every model of the configurations (`variant`) trained at more than one dropout: its test cross-entropy, its
+    validation loss and whether validation chose its dropout."""
+    every = ctx.models(arch=archs, all_dropouts=True, required=False)
+    if every.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    tried = every[every.groupby("variant")["dropout"].transform("nunique") > 1]
+    rows = []
+    for _, row in tried.iterrows():
+        mean, std = ctx.predictions(row, split).cross_entropy(resamples)
+        rows.append({
+            "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
+            "budget": row["budget"], "dropout": float(row["dropout"]), "seed": whole(row["seed"]),
+            "val_loss": row["val_loss"], "ce_nats": mean, "ce_std": std, "selected": bool(row["selected"]),
+            "model_id": row["model_id"], "group_id": row["group_id"],
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values(["corpus", "budget", "arch", "layers", "dropout", "seed"],
+                                                           ignore_index=True)  # fmt: skip
+
+
+def per_cell(tried: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per configuration trained at several dropouts: the values tried, the one validation chose, the test
+    cross-entropy at dropout 0 and at the chosen one (means over seeds), `bought` = the first minus the second
+    (> 0: dropout helped on test), and with `paper` (corpus, arch, layers, budget, paper_ce_nats: Fig 1) the gap
+    to Fig 1 before (dropout 0) and after (the chosen dropout)."""
+    cols = ["corpus", "arch", "layers", "size", "budget", "tried", "chosen", "val_chosen", "val_zero", "ce_zero",
+            "ce_chosen", "bought", "paper_ce_nats", "diff_before", "diff_after"]  # fmt: skip
+    if tried.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    keys = ["corpus", "arch", "layers", "size", "budget"]
+    for key, sub in tried.groupby(keys, dropna=False, sort=True):
+        by = sub.groupby("dropout").agg(ce=("ce_nats", "mean"), val=("val_loss", "mean"), chosen=("selected", "any"))
+        chosen = float(by.index[by["chosen"].to_numpy()][0]) if by["chosen"].any() else float(by["val"].idxmin())
+        zero = by.loc[0.0] if 0.0 in by.index else None
+        row = dict(zip(keys, key)) | {
+            "tried": "/".join(f"{d:g}" for d in by.index), "chosen": chosen, "val_chosen": by.loc[chosen, "val"],
+            "ce_chosen": by.loc[chosen, "ce"], "val_zero": np.nan if zero is None else zero["val"],
+            "ce_zero": np.nan if zero is None else zero["ce"],
+        }  # fmt: skip
+        row["bought"] = row["ce_zero"] - row["ce_chosen"]
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    if paper is not None and not paper.empty:
+        out = out.merge(paper, on=["corpus", "arch", "layers", "budget"], how="left")
+    else:
+        out["paper_ce_nats"] = np.nan
+    out["diff_before"] = out["ce_zero"] - out["paper_ce_nats"]
+    out["diff_after"] = out["ce_chosen"] - out["paper_ce_nats"]
+    return out[cols]
+
+
+def findings(cells: pd.DataFrame) -> list[Finding]:
+    """Per corpus: in how many cells validation chose a dropout above 0, what it bought on test (mean and most),
+    and where Fig 1 has the cell, the mean gap to it before and after."""
+    out = []
+    for corpus, sub in cells.groupby("corpus", sort=True):
+        v = {"corpus": corpus, "cells": len(sub), "tried": "; ".join(sorted(set(sub["tried"]))),
+             "above": int((sub["chosen"] > 0).sum())}  # fmt: skip
+        text = "{corpus}: dropout chosen on validation in {cells} configurations (tried {tried}): above 0 in {above}"
+        paid = sub.dropna(subset=["bought"])
+        if len(paid):
+            best = paid.loc[paid["bought"].idxmax()]
+            v |= {"mean_bought": paid["bought"].mean(), "most": round(float(best["bought"]), 4),
+                  "most_cell": f"{best['arch']} {int(best['layers'])} x {int(best['size'])}",
+                  "most_dropout": best["chosen"]}  # fmt: skip
+            text += (", buying {mean_bought:.3f} nats/char of test cross-entropy on average against dropout 0 (most: "
+                     "{most_cell}, {most:.3f} at dropout {most_dropout:g})")  # fmt: skip
+        fig1 = sub.dropna(subset=["paper_ce_nats", "diff_before"])
+        if len(fig1):
+            v |= {"fig1_cells": len(fig1), "before": fig1["diff_before"].mean(), "after": fig1["diff_after"].mean()}
+            text += "; against Fig 1 in its {fig1_cells} cells, the mean gap went from {before:+.3f} to {after:+.3f}"
+        out.append(Finding(text, v, corpus=corpus))
+    return out
