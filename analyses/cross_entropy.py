@@ -392,9 +392,12 @@ class CrossEntropy(Analysis):
         df = compute(ctx)
         comp = comparisons(cells(df))
         split, resamples = ctx.settings["split"], ctx.settings["resamples"]
-        dropout = dropout_choice.per_cell(dropout_choice.measure(ctx, ARCHS, split, resamples), fig1_by_arch())
-        return Result(df, findings(df, comp) + dropout_choice.findings(dropout),
-                      tables={"comparisons": comp, "headline": headlines(df), "dropout": dropout})  # fmt: skip
+        tried = dropout_choice.measure(ctx, ARCHS, split, resamples)  # every dropout of a configuration with several
+        dropout = dropout_choice.per_cell(tried, fig1_by_arch())
+        chosen = dropout_choice.by_corpus(dropout)
+        return Result(df, findings(df, comp) + dropout_choice.findings(chosen),
+                      tables={"comparisons": comp, "headline": headlines(df), "dropout_models": tried,
+                              "dropout": dropout, "dropout_by_corpus": chosen})  # fmt: skip
 
     def plot(self, result: Result):
         return plot(result.table)

@@ -10,7 +10,7 @@ select_by_validation); this module reads every dropout of the configurations tra
 
 Below: measure (one row per model of such a configuration: its dropout, validation loss, test cross-entropy and
 whether validation chose it), per_cell (one row per Fig 1 cell: the values tried, the one chosen, what it bought,
-the gap to Fig 1 before and after) and findings (per corpus, in numbers from per_cell).
+the gap to Fig 1 before and after), by_corpus (those counted and averaged per corpus) and findings (its sentences).
 """
 
 from __future__ import annotations
@@ -78,25 +78,38 @@ def per_cell(tried: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataF
     return out[cols]
 
 
-def findings(cells: pd.DataFrame) -> list[Finding]:
-    """Per corpus: in how many cells validation chose a dropout above 0, what it bought on test (mean and most),
-    and where Fig 1 has the cell, the mean gap to it before and after."""
-    out = []
+def by_corpus(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus: how many configurations chose among several dropouts, how many chose one above 0, the mean
+    of what it bought on test and the cell it bought most, and where Fig 1 has the cell, the mean gap to it before
+    (dropout 0) and after (the chosen dropout). Every number the findings state is here."""
+    rows = []
     for corpus, sub in cells.groupby("corpus", sort=True):
-        v = {"corpus": corpus, "cells": len(sub), "tried": "; ".join(sorted(set(sub["tried"]))),
-             "above": int((sub["chosen"] > 0).sum())}  # fmt: skip
-        text = "{corpus}: dropout chosen on validation in {cells} configurations (tried {tried}): above 0 in {above}"
+        row = {"corpus": corpus, "cells": len(sub), "tried": "; ".join(sorted(set(sub["tried"]))),
+               "above": int((sub["chosen"] > 0).sum())}  # fmt: skip
         paid = sub.dropna(subset=["bought"])
         if len(paid):
             best = paid.loc[paid["bought"].idxmax()]
-            v |= {"mean_bought": paid["bought"].mean(), "most": round(float(best["bought"]), 4),
-                  "most_cell": f"{best['arch']} {int(best['layers'])} x {int(best['size'])}",
-                  "most_dropout": best["chosen"]}  # fmt: skip
-            text += (", buying {mean_bought:.3f} nats/char of test cross-entropy on average against dropout 0 (most: "
-                     "{most_cell}, {most:.3f} at dropout {most_dropout:g})")  # fmt: skip
+            row |= {"mean_bought": paid["bought"].mean(), "most": float(best["bought"]),
+                    "most_cell": f"{best['arch']} {int(best['layers'])} x {int(best['size'])}",
+                    "most_dropout": best["chosen"]}  # fmt: skip
         fig1 = sub.dropna(subset=["paper_ce_nats", "diff_before"])
         if len(fig1):
-            v |= {"fig1_cells": len(fig1), "before": fig1["diff_before"].mean(), "after": fig1["diff_after"].mean()}
+            row |= {"fig1_cells": len(fig1), "before": fig1["diff_before"].mean(), "after": fig1["diff_after"].mean()}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def findings(summary: pd.DataFrame) -> list[Finding]:
+    """Per corpus (a row of by_corpus): where validation chose a dropout above 0, what it bought, and the gap to
+    Fig 1 before and after."""
+    out = []
+    for _, r in summary.iterrows():
+        v = {k: r[k] for k in r.index if not (isinstance(r[k], float) and np.isnan(r[k]))}
+        text = "{corpus}: dropout chosen on validation in {cells} configurations (tried {tried}): above 0 in {above}"
+        if "mean_bought" in v:
+            text += (", buying {mean_bought:.3f} nats/char of test cross-entropy on average against dropout 0 (most: "
+                     "{most_cell}, {most:.3f} at dropout {most_dropout:g})")  # fmt: skip
+        if "before" in v:
             text += "; against Fig 1 in its {fig1_cells} cells, the mean gap went from {before:+.3f} to {after:+.3f}"
-        out.append(Finding(text, v, corpus=corpus))
+        out.append(Finding(text, v, corpus=r["corpus"]))
     return out

@@ -253,7 +253,9 @@ def test_dropout_is_chosen_on_validation_and_what_it_bought_is_measured_on_test(
     assert cell.bought == pytest.approx(0.1, abs=1e-5) and np.isnan(cell.diff_before)  # sized to no Fig 1 row
     (finding,) = [f for f in result.findings if "dropout chosen" in f.template]
     assert "above 0 in 1" in sentence(finding) and "0.100 nats/char" in sentence(finding)
-    assert dropout_choice.findings(result.tables["dropout"].iloc[0:0]) == []
+    assert dropout_choice.findings(dropout_choice.by_corpus(result.tables["dropout"].iloc[0:0])) == []
+    frames = [result.table, *result.tables.values()]
+    assert unsupported_numbers(sentence(finding), frames) == []  # every number it states is in a table
 
 
 def test_the_gap_to_fig1_before_and_after_dropout_is_the_cells_mean():
@@ -272,6 +274,6 @@ def test_the_gap_to_fig1_before_and_after_dropout_is_the_cells_mean():
     cells = dropout_choice.per_cell(pd.DataFrame(rows), ce.fig1_by_arch())
     assert list(cells["chosen"]) == [0.25, 0.0]
     assert list(cells["bought"].round(6)) == [0.05, 0.0]
-    (finding,) = dropout_choice.findings(cells)
+    (finding,) = dropout_choice.findings(dropout_choice.by_corpus(cells))
     assert finding.values["before"] == pytest.approx(0.05) and finding.values["after"] == pytest.approx(0.025)
     assert "from +0.050 to +0.025" in sentence(finding)
