@@ -138,6 +138,25 @@ def test_kenlm_refusing_an_order_above_its_maximum_is_one_clear_line(kenlm, monk
     assert not [p for p in ngram.model_folder(small_corpus(), 21).parent.iterdir() if p.name.startswith(".")]
 
 
+def test_a_failing_lmplz_is_one_line_from_its_log_and_leaves_nothing(kenlm, tmp_path, monkeypatch):
+    """lmplz streams its ARPA into build_binary: when lmplz fails, its own last line is the error, not the pipe's."""
+    fake = tmp_path / "lmplz"
+    fake.write_text("#!/bin/sh\necho 'lmplz: out of patience' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    real = ngram.find_tool
+    monkeypatch.setattr(ngram, "find_tool", lambda name: fake if name == "lmplz" else real(name))
+    with pytest.raises(UserError) as info:
+        ngram.build(small_corpus(), 3, progress=False, memory="64M")
+    line = _one_line(info.value)
+    assert line.startswith("lmplz failed for order 4 (exit 3): lmplz: out of patience")
+    folder = ngram.model_folder(small_corpus(), 3)
+    kept = folder.with_name(folder.name + ".lmplz.log")
+    assert f"(log: {kept})" in line and "out of patience" in kept.read_text()  # the log it names is there
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temp folder left
+    monkeypatch.setattr(ngram, "find_tool", real)
+    assert ngram.build(small_corpus(), 3, progress=False, memory="64M") == folder and not kept.exists()
+
+
 def test_python_module_refusing_an_order_above_its_maximum_is_one_clear_line(kenlm, tmp_path):
     # An ARPA header is enough: KenLM checks the order before reading any n-gram.
     header = "\\data\\\n" + "".join(f"ngram {k}=1\n" for k in range(1, 23)) + "\n"
