@@ -56,6 +56,8 @@ def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
     assert pricer.price(job("build:d/ngram", work=Work("build", 10, "ngram n=3")))[2].startswith("unpriced")
     assert pricer.analysis("cells", 10) == (pytest.approx(200.0), "recorded")
     assert pricer.analysis("cells:m1", 10)[0] == pytest.approx(80.0)  # a part of an analysis, by its key
+    seconds, rule = pricer.analysis("cells:m9", 10)  # a model no record has: the median recorded part
+    assert seconds == pytest.approx(80.0) and rule == "the median recorded part of cells"
     assert pricer.analysis("onion", 10) == (0.0, "unpriced")
     other = est.Pricer.here("another", bench_s=1.0)  # another profile, reading 20 networks: twice the record's
     assert other.analysis("cells", 20) == (pytest.approx(200.0), "scaled from rec's")
