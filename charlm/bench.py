@@ -17,8 +17,9 @@ of 16 streams x 100 steps, as the reference profile trains, and scoring 128 stre
 shape) under no_grad. Records `{"bench": "scan", "arch", "mode", "scan_speedup", ...}`. Expect about 1.1-1.5x
 in training and 1x in scoring, not 3x: the recurrence is a small part of a step. Each training record also holds
 the profile that says why: `rest_ms`, the same step timed with the recurrence swapped out (`_NoRecurrence`), and
-`bound` = loop / rest, the most any scan could buy; the bench prints it under every scan below 3x. Profiled on one core (2026-11-26,
-AMD EPYC, process CPU time, best of 15 steps, the recurrence swapped for a copy to time the rest): minGRU at
+`bound` = loop / rest, the most any scan could buy; the bench prints it under every scan below 3x. Profiled on one
+core (2026-11-26, AMD EPYC, process CPU time, best of 15 steps, the recurrence swapped for a copy to time the rest):
+minGRU at
 16 x 100 x 465 takes 34.5 ms a step with the scan, 42.1 ms with the step loop and 23.1 ms with no recurrence at all
 (the input projection, the gates, the head's three 1,600 x 465 x 87 products, softmax, RMSProp), so even a free
 recurrence would make the step only 1.8x faster than the loop; lstm-srnn-hidden: 15.1, 17.3 and 9.3 ms. In scoring,
