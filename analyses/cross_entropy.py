@@ -194,12 +194,14 @@ def _grid(sub: pd.DataFrame) -> tuple[list, list, dict]:
 
 
 def _annotation(g: pd.DataFrame) -> str:
-    ours = f"{g['ce_nats'].mean():.3f}±{g['ce_std'].mean():.3f}"
+    """A cell's text: ours, its bootstrap std, Fig 1's and the difference, a short line each, so that Fig 1's nine
+    columns stand across the report's 7.5 in at 7 pt."""
+    ours = f"{g['ce_nats'].mean():.3f}\n±{g['ce_std'].mean():.3f}"
     paper = g["paper_ce_nats"].dropna()
     if paper.empty:
         return f"{ours}\nFig 1: —"
     diff = g["diff_nats"].mean()
-    return f"{ours}\nFig 1: {paper.iloc[0]:.3f}\nΔ {diff:+.3f}"
+    return f"{ours}\nFig 1:\n{paper.iloc[0]:.3f}\nΔ {diff:+.3f}"
 
 
 def plot(df: pd.DataFrame):
@@ -210,9 +212,10 @@ def plot(df: pd.DataFrame):
     corpora_ = sorted(table["corpus"].unique())
     grids = {c: _grid(table[table["corpus"] == c]) for c in corpora_}
     n_cols = max((len(g[1]) for g in grids.values()), default=1)
-    heights = [2.0 + 0.6 * len(g[0]) for g in grids.values()] or [2.6]
+    heights = [1.45 + 0.62 * len(g[0]) for g in grids.values()] or [2.07]
+    # 0.62 in a column: Fig 1's nine (three types at three depths) fill the report's 7.5 in, printed at 7 pt (issue 36)
     fig, axes = plt.subplots(
-        max(1, len(corpora_)), 1, figsize=(max(6.0, 2.4 + 0.85 * n_cols), sum(heights)), squeeze=False,
+        max(1, len(corpora_)), 1, figsize=(max(5.0, 1.9 + 0.62 * n_cols), sum(heights)), squeeze=False,
         gridspec_kw={"height_ratios": heights},
     )  # fmt: skip
     for ax, corpus in zip(axes[:, 0], corpora_):
@@ -227,7 +230,7 @@ def plot(df: pd.DataFrame):
         frame = pd.DataFrame(grid, index=rows, columns=[f"{_label(a)} L{n}" for a, n in columns])
         sns.heatmap(
             frame, annot=labels, fmt="", cmap="viridis_r", ax=ax, linewidths=0.5, linecolor="white",
-            annot_kws={"fontsize": 7}, cbar_kws={"label": "ours: test nats/char"},
+            annot_kws={"fontsize": 7}, cbar_kws={"label": "ours: test nats/char", "fraction": 0.04, "pad": 0.02},
         )  # fmt: skip
         for text in ax.texts:
             delta = text.get_text().rpartition("Δ ")[2]
@@ -239,9 +242,9 @@ def plot(df: pd.DataFrame):
             fontsize=8,
         )
         ax.grid(False)  # an untrained cell is blank, not crossed by the style's grid lines
-        ax.set_xlabel("model type and layers (Karpathy et al. Fig 1 left)")
+        ax.set_xlabel("model type and layers (Karpathy et al. Fig 1 left)" if corpus == corpora_[-1] else "")
         ax.set_ylabel("budget row\n(1-layer LSTM width)")
-        ax.tick_params(axis="x", rotation=30, labelsize=8)
+        plt.setp(ax.get_xticklabels(), rotation=25, ha="right", rotation_mode="anchor", fontsize=7.5)
         ax.tick_params(axis="y", rotation=0)
     fig.tight_layout()
     return fig

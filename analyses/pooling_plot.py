@@ -26,7 +26,7 @@ def plot(df: pd.DataFrame):
     hue = {"hue": "model", "hue_order": models, "palette": palette}
     size = df["train_size"].max()
     positions = [p for p in POSITIONS if p in set(df["position"])]
-    fig, axes = plt.subplots(3, 2, figsize=(7.5, 9.0))
+    fig, axes = plt.subplots(3, 2, figsize=(7.5, 7.6))  # 7.6 in: on the page of its heading, at full width
     acc = df[(df["measure"] == "accuracy") & (df["train_size"] == size)].assign(value=lambda d: 100 * d["value"])
     chance = 100 / max(2, _classes(df))
     longest = int(acc["length"].max())

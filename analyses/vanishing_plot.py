@@ -41,7 +41,7 @@ def plot(df: pd.DataFrame):
     h = h.assign(config=types + " " + h["layers"].astype(str) + "x" + widths)
     order = list(dict.fromkeys(h.assign(rank=h["arch"].map(arch_rank)).sort_values(["rank", "layers"])["config"]))
     palette = dict(zip(order, sns.color_palette("tab10", n_colors=max(3, len(order)))))
-    fig, axes = plt.subplots(3, len(corpora_), figsize=(7.5, 8.6), squeeze=False, sharey="row")
+    fig, axes = plt.subplots(3, len(corpora_), figsize=(7.5, 7.4), squeeze=False, sharey="row")  # 7.4 in: issue 36
     K = int(df["lag"].max())
     lo, hi = table2_range("BiLSTM")
     for j, corpus in enumerate(corpora_):
@@ -80,5 +80,5 @@ def plot(df: pd.DataFrame):
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle(f"Gradient of the last character's loss with respect to h of the top layer (K = {K}; grey: the "
                  "middle 10 % of lags)", fontsize=9)  # fmt: skip
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.tight_layout(rect=(0, 0.055, 1, 1))
     return fig

@@ -171,6 +171,7 @@ def format_cell(value: object, float_format: str = ".3f") -> str:
 # characters of a full-width table row). Capacities are for DejaVu Sans (digits 0.64 em)
 # at 8.5/7/5.5 pt on the 180 mm (portrait) or 267 mm (landscape) text width of A4.
 PRINT_FITS = [("normal", False, 94), ("small", False, 114), ("small", True, 169), ("tiny", True, 215)]
+LONG_TABLE = 12  # rows: a longer table narrow enough to stand two or three times across the page is printed in columns
 
 
 @dataclass
@@ -210,18 +211,41 @@ class TableView:
         return sum(self.column_width(i) for i in range(len(self.columns)))
 
     @property
+    def squeezed_width(self) -> int:
+        """The least width the table can be printed at, in characters: every text cell and header wrapped at its
+        longest word, the numbers whole (the sum of :meth:`column_width` squeezed)."""
+        return sum(self.column_width(i, squeezed=True) for i in range(len(self.columns)))
+
+    @property
     def fit(self) -> tuple[str, bool]:
-        """(size class, landscape) of the most readable print layout the table fits;
-        the smallest layout when it fits none (see :attr:`overflows`)."""
-        width = self.width
-        size, landscape, _ = next((f for f in PRINT_FITS if width <= f[2]), PRINT_FITS[-1])
+        """(size class, landscape) of the most readable print layout the table fits; the smallest layout when it
+        fits none (see :attr:`overflows`). A table too wide for the portrait page with its text wrapped comfortably
+        still prints there at the small size when its text can wrap to fit (its :attr:`squeezed_width` does): a
+        landscape page is for tables whose numbers and words alone are too wide, since it takes the section's
+        tables off the pages of its figure (issue 36)."""
+        width, squeezed = self.width, self.squeezed_width
+        size, landscape, _ = next(
+            (f for f in PRINT_FITS if width <= f[2] or (f[0] == "small" and not f[1] and squeezed <= f[2])),
+            PRINT_FITS[-1],
+        )
         return size, landscape
 
     @property
     def overflows(self) -> bool:
         """Too wide for the smallest landscape layout even with every text cell wrapped at its longest word (its
         numbers and header words alone overflow): then it is printed in parts (:meth:`print_parts`)."""
-        return sum(self.column_width(i, squeezed=True) for i in range(len(self.columns))) > PRINT_FITS[-1][2]
+        return self.squeezed_width > PRINT_FITS[-1][2]
+
+    @property
+    def print_columns(self) -> int:
+        """How many columns of the page the PDF prints the table in, its rows running on from one to the next under
+        the repeated header: a long table (more than LONG_TABLE rows) as many times as it stands across a portrait
+        row at its size (at most 3), e.g. a paper's numbers as one long list; 1 for any other table."""
+        size, landscape = self.fit
+        if len(self.rows) <= LONG_TABLE or landscape:
+            return 1
+        capacity = next(f[2] for f in PRINT_FITS if f[:2] == (size, landscape))
+        return max(1, min(3, capacity // (self.width + 4)))  # 4: the gap between two columns
 
     @property
     def key_columns(self) -> int:
@@ -324,7 +348,8 @@ class _SectionView:
 
     @property
     def landscape(self) -> bool:
-        """Printed on landscape pages when a table (or a printed part of one) is too wide for portrait A4."""
+        """The section's tables (and notes) are printed on landscape pages when a table (or a printed part of one) is
+        too wide for portrait A4; its figure stays on the portrait page of its heading, at the full width."""
         return any(part.fit[1] for t in (self.ours, self.paper) if t is not None for part in t.print_parts())
 
     @property
@@ -383,6 +408,23 @@ def _corpora_view(corpora: list[dict]) -> TableView:
     return TableView(columns, [False, True, True, *(True for _ in splits), False], rows)
 
 
+@dataclass
+class VerdictGroup:
+    """A claim of the papers on the first page, stated once, with its verdict line for each corpus under it."""
+
+    claim: object  # analyses.base.Claim
+    lines: list  # analyses.prose.VerdictLine, in the section's order
+
+
+def verdict_groups(sections: list[Section]) -> list[VerdictGroup]:
+    """The first page's verdict lines grouped by claim, in the order the claims are first met: one claim tested on
+    two corpora is printed once with its two verdicts, not twice (issue 36: the verdicts on as few pages as read)."""
+    groups: dict[tuple[str, str], VerdictGroup] = {}
+    for line in (v for s in sections for v in s.verdicts):
+        groups.setdefault((line.section, line.claim.id), VerdictGroup(line.claim, [])).lines.append(line)
+    return list(groups.values())
+
+
 PARTS = {"all": "index.html", "main": ".report-print.html", "appendix": ".appendix-print.html"}
 
 
@@ -391,7 +433,7 @@ def render_html(ctx: ReportContext, out_dir: Path, part: str = "all") -> Path:
     PDFs print) plus its stylesheet and figures; return its path."""
     out_dir = Path(out_dir).resolve()
     sections = [_section_view(s, out_dir) for s in ctx.sections]
-    verdicts = [v for s in ctx.sections for v in s.verdicts]
+    verdicts = verdict_groups(ctx.sections)
     _atomic_copy(TEMPLATES / STYLESHEET, out_dir / STYLESHEET)
     html = (
         _environment()

@@ -358,3 +358,105 @@ def test_a_table_too_wide_for_a_page_prints_in_parts_that_fit_each_repeating_its
     for page in HTML(filename=str(html)).render().pages:
         tables = [b for b in boxes(page._page_box) if type(b).__name__ == "TableBox"]
         assert all(b.position_x + b.margin_width() <= page.width for b in tables)
+
+
+# ---------------------------------------------------------------------------------------- the printed layout (issue 36)
+
+
+def _boxes(box, section=None):
+    """Every box of a laid-out page with the id of the report section it is in (None outside one)."""
+    if getattr(box, "element_tag", None) == "section":
+        section = box.element.get("id")
+    yield box, section
+    for child in getattr(box, "children", None) or []:
+        yield from _boxes(child, section)
+
+
+def _tall_figure(path: Path) -> Path:
+    """A figure as the analyses draw them (7.5 in wide, 150 dpi), as tall as any of theirs (9 in)."""
+    fig = Figure(figsize=(7.5, 9.0))
+    for k, ax in enumerate(fig.subplots(3, 2).flat):
+        ax.plot(range(10), [v * (k + 1) for v in range(10)])
+        ax.set_title(f"panel {k}", fontsize=7)
+    fig.savefig(path, dpi=150)
+    return path
+
+
+def test_a_tall_figure_prints_at_full_width_on_the_page_of_its_heading_and_wide_tables_go_landscape_alone(tmp_path):
+    """Every figure on the page of its heading and question, at the text width (180 mm of A4): never scaled down
+    (its 7 pt text would print below 6.5 pt), never pushed off its heading; a table too wide for portrait even
+    wrapped takes its section's tables to a landscape page, the figure stays portrait; a wide table whose text can
+    wrap prints portrait at the small size."""
+    from weasyprint import HTML
+
+    ctx = make_context(tmp_path)
+    tall = _tall_figure(tmp_path / "tall.png")
+    wrapping = pd.DataFrame({"corpus": ["linux"], **{f"a long header {k}": ["a cell with words that wrap"] for k in
+                                                     range(6)}})  # fmt: skip
+    numbers = pd.DataFrame({"model": ["lstm"], **{f"n={n}": [123456.789 + n] for n in range(1, 21)}})
+    assert table_view(wrapping).width > 114 and table_view(wrapping).fit == ("small", False)
+    assert table_view(numbers).fit[1] and not table_view(numbers).overflows
+    question = "A question long enough to take two lines of the page, as the longest questions of the report do. " * 2
+    ctx.sections = [
+        Section(name=f"s{k}", title=f"Section {k} with a long title that may wrap on the page", question=question,
+                findings=["A finding."] * 12, table=table, figure=tall)
+        for k, table in enumerate([wrapping, numbers, wrapping])
+    ]  # fmt: skip
+    html = render_html(ctx, tmp_path / "out", "main")
+    document = HTML(filename=str(html)).render()
+    mm = 25.4 / 96  # CSS px
+    where: dict[str, list] = {}
+    for number, page in enumerate(document.pages):
+        landscape = page.width > page.height
+        for box, section in _boxes(page._page_box):
+            if getattr(box, "element_tag", None) is None:
+                continue
+            if box.element_tag == "h2" and section:
+                where.setdefault(section, []).append(("heading", number, landscape))
+            if box.element_tag == "img" and section:
+                where.setdefault(section, []).append(("figure", number, landscape))
+                assert abs(box.width * mm - 180) < 1, "a figure is printed at the text width"
+                assert box.position_y + box.height <= page.height - 18 / mm, "the figure ends above the margin"
+            if box.element_tag == "table" and section and type(box).__name__ == "TableBox":
+                where.setdefault(section, []).append(("table", number, landscape))
+    for section, found in where.items():
+        (_, heading_page, heading_landscape), (_, figure_page, figure_landscape) = found[0], found[1]
+        assert heading_page == figure_page and not heading_landscape and not figure_landscape, (section, found)
+    assert {landscape for what, _, landscape in where["s1"] if what == "table"} == {True}
+    assert {landscape for what, _, landscape in where["s0"] + where["s2"] if what == "table"} == {False}
+
+
+def test_the_first_page_states_each_claim_once_with_its_verdict_per_corpus(tmp_path):
+    """Issue 36: a claim tested on two corpora is one shaded row, with a verdict line per corpus under it."""
+    from analyses.base import Claim
+    from analyses.prose import VerdictLine
+
+    ctx = make_context(tmp_path)
+    claim = Claim("rnn-behind", "Karpathy et al. (2016) sec 4.1", "the LSTM and the GRU beat the RNN", "Fig 1")
+    other = Claim("depth", "Karpathy et al. (2016) sec 4.1", "depth of two helps")
+    ctx.sections[0].verdicts = [
+        VerdictLine("reproduced", "Reproduced", claim, "linux: 6 of 6", "cross_entropy", "linux"),
+        VerdictLine("partly", "Partly", other, "linux: 2 of 3", "cross_entropy", "linux"),
+        VerdictLine("not reproduced", "Not reproduced", claim, "warpeace: 1 of 6", "cross_entropy", "warpeace"),
+    ]
+    html = render_html(ctx, tmp_path / "out", "main").read_text(encoding="utf-8")
+    table = html[html.index('class="verdicts"') : html.index('id="limits"')]
+    assert table.count("the LSTM and the GRU beat the RNN") == 1 and table.count("depth of two helps") == 1
+    groups = table.split("<tbody>")[1:]
+    assert len(groups) == 2
+    assert "linux: 6 of 6" in groups[0] and "warpeace: 1 of 6" in groups[0] and "linux: 2 of 3" in groups[1]
+    assert groups[0].index('class="claim"') < groups[0].index("v-reproduced") < groups[0].index("v-not-reproduced")
+
+
+def test_a_long_narrow_table_prints_in_columns(tmp_path):
+    """A paper's numbers as one long list (32 rows of 4 short columns) print in two columns; a short or a wide
+    table whole."""
+    long = pd.DataFrame({"corpus": ["warpeace"] * 32, "family": ["ngram"] * 32, "n": range(1, 33),
+                         "paper_ce_nats": [1.234] * 32})  # fmt: skip
+    assert table_view(long).print_columns == 2
+    assert table_view(long.head(10)).print_columns == 1
+    assert table_view(long.assign(note="a note long enough to need the width of the page " * 2)).print_columns == 1
+    ctx = make_context(tmp_path)
+    ctx.sections[1].table = long
+    html = render_html(ctx, tmp_path / "out", "main").read_text(encoding="utf-8")
+    assert html.count('class="table-wrap columns-2"') == 1
