@@ -9,12 +9,13 @@ Every byte is one token named `x{byte:02x}` (never `<s>`, `</s>` or `<unk>`), sp
 carriage returns included. The train split is ONE continuous stream, written as a single line, so
 no n-gram is cut at a line end. `lmplz -o {n+1} --discount_fallback` (a character vocabulary has no
 singleton unigrams, so the modified-KN discounts of low orders cannot be estimated from
-counts-of-counts) writes the ARPA into a pipe that `build_binary probing` reads as it comes (`/dev/stdin`), so the
-ARPA (gigabytes for the 21-gram) is never written to disk and the two tools run at once: the same binary, byte for
-byte (measured on War and Peace's 9- and 21-grams), the 21-gram in 129 s with both cores loaded where the two steps
-one after the other took 179 s on an idle machine. Probing below n = 10 (TRIE_FROM): scoring full distributions
-costs up to 87 lookups per position, and probing is KenLM's fastest query structure; from n = 10 the trie, about 3x
-smaller, keeps a cold report's artifacts under 3 GB; both store the same probabilities unquantised.
+counts-of-counts) writes the ARPA (gigabytes for the 21-gram) into a pipe, never to disk. For the whole model
+(`build`, `--build-only`, `--whole`) `build_binary` reads that pipe as it comes (`/dev/stdin`). To score one split
+(the report's test Predictions) the ARPA is cut as it comes to the n-grams scoring that split can read
+(charlm.arpa_filter: the same numbers at every position, tested bit for bit), and only that goes to
+`build_binary`: parsing the whole 21-gram's ARPA was most of its build. Probing below n = 10 (TRIE_FROM): scoring
+full distributions costs up to 87 lookups per position, and probing is KenLM's fastest query structure; from n = 10
+the trie, about 3x smaller, keeps a cold report's artifacts under 3 GB; both store the same probabilities unquantised.
 
 Scoring walks a split as one stream with KenLM's State API, from the null context, with no
 sentence resets, and asks for the log-probability of every vocabulary byte at every position,
@@ -280,11 +281,59 @@ def _lmplz_into_binary(
     return lmplz_s, binary_s, total, _arpa_counts(head)
 
 
-def damage(folder: Path) -> str | None:
+def covers(metrics: dict | None) -> str | None:
+    """What text a built model scores exactly: None for any text (the whole model), else the split it was cut to."""
+    return None if metrics is None else metrics.get("cut_to")
+
+
+def _lmplz_cut_into_binary(
+    lmplz_cmd: list[str], binary_cmd: list[str], log: Path, order: int, keep: Path, text_bytes: np.ndarray
+) -> tuple[float, float, int, list, list]:
+    """lmplz's ARPA read as it comes and cut to what scoring `text_bytes` reads (charlm.arpa_filter), then that
+    (small) ARPA into build_binary. Returns (lmplz seconds, build_binary seconds, whole ARPA bytes, n-gram counts of
+    the whole model, n-gram counts kept); a failing tool is one UserError, as in _lmplz_into_binary."""
+    from .arpa_filter import ArpaFilter
+
+    start = time.perf_counter()
+    cut = ArpaFilter(text_bytes, order)
+    with open(log, "ab") as lm_log:
+        lm_log.write((" ".join(lmplz_cmd) + " | cut to the scored split | " + " ".join(binary_cmd) + "\n").encode())
+        lm_log.flush()
+        lm = subprocess.Popen(lmplz_cmd, stdout=subprocess.PIPE, stderr=lm_log, stdin=subprocess.DEVNULL)
+        total = 0
+        try:
+            while chunk := lm.stdout.read(1 << 20):
+                total += len(chunk)
+                cut.feed(chunk)
+        finally:
+            lm.stdout.close()
+            lm_code = lm.wait()
+    cut.close()
+    lmplz_s = time.perf_counter() - start
+    if lm_code != 0 or not cut.ended:
+        kept_log = keep.with_name(f"{keep.name}.lmplz.log")
+        shutil.copyfile(log, kept_log)
+        raise _tool_error(kept_log, "lmplz", order, lm_code or 1)
+    arpa = log.with_name("cut.arpa")
+    with open(arpa, "wb") as out:
+        cut.write(out)
+    with open(log, "ab") as out:
+        proc = subprocess.run([*binary_cmd[:2], str(arpa), *binary_cmd[3:]], stdout=out, stderr=subprocess.STDOUT)
+    arpa.unlink()
+    if proc.returncode != 0:
+        kept_log = keep.with_name(f"{keep.name}.build_binary.log")
+        shutil.copyfile(log, kept_log)
+        raise _tool_error(kept_log, "build_binary", order, proc.returncode)
+    read, kept = cut.counts()
+    return lmplz_s, time.perf_counter() - start - lmplz_s, total, read, kept
+
+
+def damage(folder: Path, split: str | None = None) -> str | None:
     """None if the model in `folder` is complete and whole; else what is wrong ("not built" when absent).
 
     The binary's size is checked against the one recorded at build time: an interrupted copy leaves a
-    shorter file, which KenLM would otherwise read as garbage or refuse with an obscure error.
+    shorter file, which KenLM would otherwise read as garbage or refuse with an obscure error. A model cut to one
+    split (charlm.arpa_filter) is "not built" for any other text: `split` None asks for the whole model.
     """
     metrics = _read_metrics(folder)
     if metrics is None:
@@ -294,22 +343,38 @@ def damage(folder: Path) -> str | None:
         return f"{binary} is missing"
     if binary.stat().st_size != metrics.get("model_bytes"):
         return f"{binary} is damaged ({binary.stat().st_size:,} bytes, {metrics.get('model_bytes'):,} when built)"
+    cut = covers(metrics)
+    if cut is not None and cut != split:
+        return "not built"
     return None
 
 
 def build(
-    corpus: str | corpora.Corpus, n: int, progress: bool = True, memory: str | None = None, repair: bool = True
+    corpus: str | corpora.Corpus,
+    n: int,
+    progress: bool = True,
+    memory: str | None = None,
+    repair: bool = True,
+    split: str | None = None,
 ) -> Path:
     """Build (or find cached) the (n+1)-gram of a corpus's train split; returns its artifact folder.
 
+    `split` None: the whole model, which scores any text. `split` "test" (what the report asks): the whole model if
+    it is built, else the model cut to the n-grams scoring that split can read (charlm.arpa_filter): the same
+    probabilities at every position of it, built in a fraction of the time (War and Peace's 21-gram: see
+    `cut_ngrams` in its metrics). Asking a cut model for the whole one (or another split) rebuilds it whole.
     A damaged model is rebuilt and said so with `repair`; without it, named in one CorruptArtifact line.
     """
     order = _check_n(n)
     corpus = as_corpus(corpus)
     final = model_folder(corpus, n)
-    problem = damage(final)
+    problem = damage(final, split)
     if problem is None:
         return final
+    if split is not None and covers(_read_metrics(final)) not in (None, split):
+        split = None  # cut to another split: what serves both is the whole model
+        if progress:
+            print(f"{final.name}: cut to the {covers(_read_metrics(final))} split: building it whole", file=sys.stderr)
     if problem != "not built":
         if not repair:
             raise predictions.CorruptArtifact(final / binary_name(n), problem.split("(", 1)[-1].rstrip(")"))
@@ -341,7 +406,15 @@ def build(
         lmplz_cmd = [str(lmplz), "-o", str(order), "--discount_fallback", "-S", memory, "-T", str(sort_tmp) + "/",
                      "--vocab_estimate", "4096", "--text", str(text)]  # fmt: skip
         binary_cmd = [str(build_binary), structure(n), "/dev/stdin", str(binary)]
-        lmplz_s, binary_s, arpa_bytes, counts = _lmplz_into_binary(lmplz_cmd, binary_cmd, log, order, final)
+        cut: dict = {}
+        if split is None:
+            lmplz_s, binary_s, arpa_bytes, counts = _lmplz_into_binary(lmplz_cmd, binary_cmd, log, order, final)
+        else:
+            text_bytes = np.asarray(corpus.vocab)[corpus.split(split)]
+            lmplz_s, binary_s, arpa_bytes, counts, kept = _lmplz_cut_into_binary(
+                lmplz_cmd, binary_cmd, log, order, final, text_bytes
+            )
+            cut = {"cut_to": split, "cut_ngrams": kept}
         text.unlink()
         shutil.rmtree(sort_tmp, ignore_errors=True)
         metrics = {
@@ -359,7 +432,8 @@ def build(
             "lmplz_seconds": round(lmplz_s, 3),  # build_binary reads its ARPA as it comes: they overlap
             "build_binary_seconds": round(binary_s, 3),  # after lmplz finished
             "build_seconds": round(lmplz_s + binary_s, 3),
-            "arpa_bytes": arpa_bytes,
+            "arpa_bytes": arpa_bytes,  # of the whole model, as lmplz wrote it
+            **cut,  # a model cut to one split: which, and the n-grams per order it kept
             "model_bytes": binary.stat().st_size,
             "complete": True,
         }
@@ -373,8 +447,9 @@ def build(
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     if progress:
+        what = f"cut to the {split} split ({sum(cut['cut_ngrams']):,} of {sum(counts):,} n-grams)" if cut else "whole"
         print(
-            f"{final.name}: {metrics['model_bytes'] / 2**20:,.0f} MiB {structure(n)} binary, built in "
+            f"{final.name}: {metrics['model_bytes'] / 2**20:,.0f} MiB {structure(n)} binary, {what}, built in "
             f"{metrics['build_seconds']:.1f} s",
             file=sys.stderr,
             flush=True,
@@ -486,16 +561,18 @@ def predict(
     memory: str | None = None,
     repair: bool = True,
     full: bool = False,
+    whole: bool = False,
 ) -> Path:
     """Predictions of one split (building the model if missing); returns the .npz path (cached).
 
+    The model is cut to what scoring the split reads unless `whole` (or the whole model is built already).
     The probability of every true next character is exact at every position; full distributions are kept at
     `predictions.sample_positions` (what t-SNE, argmax agreement and KL read), or at every position with `full`.
     `repair`: a damaged predictions file or model is rebuilt (and said so); without it, named in a UserError.
     """
     corpus = as_corpus(corpus)
     ids = corpus.split(split)
-    folder = build(corpus, n, progress=progress, memory=memory, repair=repair)
+    folder = build(corpus, n, progress=progress, memory=memory, repair=repair, split=None if whole else split)
     out = predictions_path(folder, split, "model")
     digest = source_digest(folder, _read_metrics(folder)["model_bytes"])
     if cached_predictions(out, digest, need_complete=full, repair=repair, say=say_to_stderr) is not None:
@@ -507,7 +584,7 @@ def predict(
             raise
         print(f"{err}: rebuilding the model", file=sys.stderr, flush=True)
         shutil.rmtree(folder)
-        return predict(corpus, n, split, progress, memory, repair=False, full=full)
+        return predict(corpus, n, split, progress, memory, repair=False, full=full, whole=whole)
     positions = None if full else predictions.sample_positions(ids.size - 1)
     target_logp, rows, _, stats = score_stream(
         model, ids, token_names(corpus.vocab), positions, progress=progress, desc=f"{folder.name} {split}"
@@ -579,7 +656,13 @@ def main(argv=None) -> int:
         default=None,
         help="lmplz -S sorting memory, e.g. 2G or 30%% (default: sized to the corpus, at most 30%% of RAM)",
     )
-    parser.add_argument("--build-only", action="store_true", help="build the models and stop")
+    parser.add_argument("--build-only", action="store_true", help="build the whole models and stop")
+    parser.add_argument(
+        "--whole", action="store_true",
+        help="build the whole model even to score one split (by default a model not built yet is cut to the n-grams "
+        "scoring the split reads: the same numbers, built several times faster; a later use on other text rebuilds "
+        "it whole)",
+    )  # fmt: skip
     parser.add_argument(
         "--full", action="store_true",
         help="keep the distribution of every position (default: the fixed sample of 20,000 the analyses read; "
@@ -603,7 +686,9 @@ def main(argv=None) -> int:
                 f"{m['model_bytes'] / 2**20:,.1f} MiB -> {folder}"
             )
             continue
-        path = predict(corpus, n, args.split, progress=not args.quiet, memory=args.memory, full=args.full)
+        path = predict(
+            corpus, n, args.split, progress=not args.quiet, memory=args.memory, full=args.full, whole=args.whole
+        )
         preds = predictions.load(path)
         print(f"{preds.model_id}: {preds.summary(args.split, args.resamples)} -> {path}")
     return 0

@@ -490,7 +490,12 @@ def render_pdf(html_path: Path, pdf_path: Path) -> Path:
 def render(ctx: ReportContext, out_dir: Path) -> tuple[Path, Path]:
     """Render ``out_dir/index.html`` (everything; the appendix collapsed), ``report.pdf`` (the first page, every
     section) and ``appendix.pdf`` (the per-model tables); return the HTML and the report's PDF."""
+    from concurrent.futures import ProcessPoolExecutor
+
     html = render_html(ctx, out_dir)
-    pdf = render_pdf(render_html(ctx, out_dir, "main"), Path(out_dir) / "report.pdf")
-    render_pdf(render_html(ctx, out_dir, "appendix"), Path(out_dir) / "appendix.pdf")
+    appendix = render_html(ctx, out_dir, "appendix")
+    with ProcessPoolExecutor(max_workers=1) as side:  # the two PDFs print at once, one per core (WeasyPrint holds
+        printing = side.submit(render_pdf, appendix, Path(out_dir) / "appendix.pdf")  # the GIL: a process)
+        pdf = render_pdf(render_html(ctx, out_dir, "main"), Path(out_dir) / "report.pdf")
+        printing.result()
     return html, pdf

@@ -7,6 +7,7 @@ Tests that need KenLM skip without the `kenlm` module or `lmplz`; `make setup` b
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
@@ -194,12 +195,12 @@ def test_distributions_sum_to_one_and_follow_the_contract(kenlm):
     np.testing.assert_allclose(preds.target_logp, target, atol=1e-6)
     np.testing.assert_array_equal(preds.argmax, rows.argmax(1))
     assert preds.model_id == path.parents[2].name
+    metrics = json.loads((path.parents[2] / "metrics.json").read_text())
+    assert metrics["complete"] is True and metrics["scoring"]["test"]["positions"] == test.size - 1
     # The default keeps distributions at the fixed sample only, with the same exact target column.
     sample = predictions.load(ngram.predict(corpus, 3, split="val", progress=False, memory="64M"))
     val = corpus.split("val")
     np.testing.assert_array_equal(sample.positions, predictions.sample_positions(val.size - 1))
-    metrics = json.loads((path.parents[2] / "metrics.json").read_text())
-    assert metrics["complete"] is True and metrics["scoring"]["test"]["positions"] == test.size - 1
 
 
 def test_the_trie_of_the_large_orders_gives_the_probing_tables_numbers_bit_for_bit(kenlm, monkeypatch):
@@ -334,6 +335,90 @@ def test_a_damaged_model_or_predictions_file_is_rebuilt_or_named(kenlm, capsys):
         ngram.predict(corpus, 2, progress=False, memory="64M", repair=False)
     again = ngram.predict(corpus, 2, progress=False, memory="64M", repair=True)
     np.testing.assert_array_equal(predictions.load(again).target_logp, reference)
+
+
+# ----------------------------------------------------------------------------- a model cut to the scored split
+
+
+def _arpa(entries: dict[tuple[str, ...], tuple[float, float]]) -> bytes:
+    """A syntactically valid ARPA text of the given n-grams (logp, backoff), for the filter's unit test."""
+    orders = sorted({len(g) for g in entries})
+    out = ["", "\\data\\"] + [f"ngram {k}={sum(len(g) == k for g in entries)}" for k in orders]
+    for k in orders:
+        out += ["", f"\\{k}-grams:"]
+        for g, (logp, backoff) in entries.items():
+            if len(g) == k:
+                out.append(f"{logp}\t{' '.join(g)}" + (f"\t{backoff}" if k < orders[-1] else ""))
+    return ("\n".join(out + ["", "\\end\\", ""])).encode()
+
+
+def test_the_cut_keeps_exactly_the_ngrams_whose_context_the_text_holds():
+    """Against a direct computation: an n-gram stays iff all but its last token is a substring of the text (any
+    unigram stays; a context holding <s> never does), whatever the chunking of the stream."""
+    from charlm.arpa_filter import filter_arpa
+
+    rng = np.random.default_rng(3)
+    train = bytes(rng.choice(list(b"abc d"), 600))
+    text = bytes(rng.choice(list(b"abcd"), 40))
+    grams: dict = {(w,): (-1.0, -0.5) for w in ["<unk>", "<s>", "</s>"]}
+    for k in range(1, 5):
+        for i in range(len(train) - k + 1):
+            grams[tuple(f"x{b:02x}" for b in train[i : i + k])] = (-round(rng.random(), 4), -0.25)
+    grams[("<s>", "x61")] = (-0.5, -0.1)
+    grams[("x61", "</s>")] = (-2.0, 0.0)
+    grams[("<s>", "x61", "x62")] = (-0.7, -0.1)
+    arpa = _arpa(grams)
+    want = {g for g in grams if len(g) == 1 or ("<s>" not in g[:-1] and bytes(int(t[1:], 16) for t in g[:-1]) in text)}
+    for size in (7, 64, len(arpa)):  # lines cut across chunks, and whole
+        cut = filter_arpa((arpa[i : i + size] for i in range(0, len(arpa), size)), np.frombuffer(text, np.uint8), 4)
+        out = io.BytesIO()
+        cut.write(out)
+        lines = out.getvalue().decode().splitlines()
+        kept = {tuple(line.split("\t")[1].split()) for line in lines if line.count("\t") >= 1}
+        assert kept == want
+        assert [f"ngram {k}={sum(len(g) == k for g in want)}" for k in (1, 2, 3, 4)] == [
+            line for line in lines if line.startswith("ngram ")
+        ]
+        assert cut.counts() == ([sum(len(g) == k for g in grams) for k in (1, 2, 3, 4)],
+                                [sum(len(g) == k for g in want) for k in (1, 2, 3, 4)])  # fmt: skip
+    assert len(want) < len(grams)
+
+
+@pytest.mark.parametrize("n", [2, 6])
+def test_a_model_cut_to_the_test_split_gives_its_predictions_bit_for_bit(kenlm, tmp_path, monkeypatch, n):
+    """The report's n-grams are cut to what scoring the test split reads: every stored number equals the whole
+    model's, full distributions at every position included; the cut model is smaller."""
+    corpus = markov_corpus(3, 12000, seed=4)[0]
+    whole = predictions.load(ngram.predict(corpus, n, progress=False, memory="64M", full=True, whole=True))
+    whole_folder = ngram.model_folder(corpus, n)
+    whole_metrics = json.loads((whole_folder / "metrics.json").read_text())
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "cut"))
+    path = ngram.predict(corpus, n, progress=False, memory="64M", full=True)
+    cut = predictions.load(path)
+    metrics = json.loads((path.parents[2] / "metrics.json").read_text())
+    assert metrics["cut_to"] == "test" and "cut_to" not in whole_metrics
+    assert metrics["ngram_counts"] == whole_metrics["ngram_counts"]  # the whole model's counts, as lmplz made it
+    assert sum(metrics["cut_ngrams"]) < sum(metrics["ngram_counts"]) and metrics["model_bytes"] < whole_metrics[
+        "model_bytes"]  # fmt: skip
+    for name in ("target_logp", "logp", "argmax", "targets"):
+        np.testing.assert_array_equal(getattr(cut, name), getattr(whole, name))
+
+
+def test_a_cut_model_is_rebuilt_whole_for_other_text(kenlm, capsys):
+    """Asked for another split, or for the whole model, a cut model is rebuilt whole (and said so); loaded as a
+    model for any text, it is one clear line."""
+    from charlm import anymodel
+
+    corpus = small_corpus()
+    folder = ngram.build(corpus, 3, progress=False, memory="64M", split="test")
+    assert ngram.damage(folder, "test") is None and ngram.damage(folder) == "not built"
+    with pytest.raises(UserError, match="cut to what scoring its test split reads.*--build-only"):
+        anymodel.load(folder)
+    assert ngram.build(corpus, 3, progress=True, memory="64M", split="val") == folder
+    assert "building it whole" in capsys.readouterr().err
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert "cut_to" not in metrics and ngram.damage(folder) is None and ngram.damage(folder, "test") is None
+    anymodel.load(folder)
 
 
 # ----------------------------------------------------------------------------- the analysis (Table 2)

@@ -35,7 +35,7 @@ class NGram(ModelKind):
     def damage(self, planned: Planned) -> str | None:
         from .. import ngram
 
-        return ngram.damage(planned.directory)
+        return ngram.damage(planned.directory, "test")  # the report scores the test split: a model cut to it serves
 
     def jobs(self, planned, env, threads, splits, snapshots, problem) -> list[Job]:
         if problem is None and predictions_path(planned.directory, "test", "model").is_file():
@@ -86,6 +86,12 @@ class NGram(ModelKind):
         from ..anymodel import AnyModel, _vocab
         from ..ngram import damage, load_model, source_digest
 
+        if metrics.get("cut_to"):  # charlm.arpa_filter: exact on that split only
+            raise UserError(
+                f"n-gram model {path} is cut to what scoring its {metrics['cut_to']} split reads: build the whole "
+                f"model with `python -m charlm.ngram --corpus {metrics.get('corpus', '<corpus>')} --n "
+                f"{metrics.get('n', '<n>')} --build-only` to score other text"
+            )
         problem = damage(path)
         if problem is not None:
             raise UserError(f"n-gram model {path}: {problem} (rebuild it with `python -m charlm.ngram`)")
