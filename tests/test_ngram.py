@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import corpora
 from charlm import ngram, predictions
 from corpora import Corpus
 from corpora.errors import UserError, run_cli
@@ -404,21 +405,33 @@ def test_a_model_cut_to_the_test_split_gives_its_predictions_bit_for_bit(kenlm, 
         np.testing.assert_array_equal(getattr(cut, name), getattr(whole, name))
 
 
-def test_a_cut_model_is_rebuilt_whole_for_other_text(kenlm, capsys):
-    """Asked for another split, or for the whole model, a cut model is rebuilt whole (and said so); loaded as a
-    model for any text, it is one clear line."""
+def test_a_cut_model_is_rebuilt_whole_for_other_text(kenlm, tmp_path, capsys):
+    """Asked for another split, or loaded to score any text, a cut model is rebuilt whole (and said so); when its
+    corpus is not here to rebuild it from, loading it is one clear line."""
     from charlm import anymodel
 
     corpus = small_corpus()
     folder = ngram.build(corpus, 3, progress=False, memory="64M", split="test")
     assert ngram.damage(folder, "test") is None and ngram.damage(folder) == "not built"
     with pytest.raises(UserError, match="cut to what scoring its test split reads.*--build-only"):
-        anymodel.load(folder)
+        anymodel.load(folder)  # an in-memory corpus: nothing to rebuild from
     assert ngram.build(corpus, 3, progress=True, memory="64M", split="val") == folder
     assert "building it whole" in capsys.readouterr().err
     metrics = json.loads((folder / "metrics.json").read_text())
     assert "cut_to" not in metrics and ngram.damage(folder) is None and ngram.damage(folder, "test") is None
     anymodel.load(folder)
+    # A corpus read from a file is rebuilt from, and the whole model scores any text as the whole model built first.
+    text = tmp_path / "corpus.txt"
+    text.write_bytes(small_corpus(5000).data.tobytes())
+    on_file = corpora.load(str(text))
+    cut = ngram.build(on_file, 2, progress=False, memory="64M", split="test")
+    model = anymodel.load(cut)
+    assert "building the whole model" in capsys.readouterr().err
+    assert "cut_to" not in json.loads((cut / "metrics.json").read_text())
+    ids = on_file.split("val")
+    names = ngram.token_names(on_file.vocab)
+    mine = ngram.score_stream(model.net, ids, names)[0]
+    np.testing.assert_array_equal(mine, ngram.score_stream(ngram.load_model(cut), ids, names)[0])
 
 
 # ----------------------------------------------------------------------------- the analysis (Table 2)

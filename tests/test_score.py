@@ -101,7 +101,7 @@ def test_an_ngram_folder_scores_like_its_predictions(tmp_path):
     except UserError as err:
         pytest.skip(str(err))
     corpus = corpora.Corpus.from_bytes("t", make_text(6000, seed=2))
-    stored = predictions.load(ngram.predict(corpus, 3, "test", progress=False))
+    stored = predictions.load(ngram.predict(corpus, 3, "test", progress=False, whole=True))
     folder = ngram.model_folder(corpus, 3)
     scores = score.score_text(folder, corpus.decode(corpus.split("test")))
     np.testing.assert_allclose(scores.logp, stored.target_logp, atol=1e-5, rtol=0)

@@ -86,12 +86,8 @@ class NGram(ModelKind):
         from ..anymodel import AnyModel, _vocab
         from ..ngram import damage, load_model, source_digest
 
-        if metrics.get("cut_to"):  # charlm.arpa_filter: exact on that split only
-            raise UserError(
-                f"n-gram model {path} is cut to what scoring its {metrics['cut_to']} split reads: build the whole "
-                f"model with `python -m charlm.ngram --corpus {metrics.get('corpus', '<corpus>')} --n "
-                f"{metrics.get('n', '<n>')} --build-only` to score other text"
-            )
+        if metrics.get("cut_to"):  # charlm.arpa_filter: exact on that split only; any text needs the whole model
+            path, metrics = _whole(path, metrics)
         problem = damage(path)
         if problem is not None:
             raise UserError(f"n-gram model {path}: {problem} (rebuild it with `python -m charlm.ngram`)")
@@ -111,6 +107,32 @@ class NGram(ModelKind):
 
     def model_description(self, model) -> str:
         return f"KenLM n-gram n = {model.meta.get('n', '?')}"
+
+
+def _whole(path: Path, metrics: dict) -> tuple[Path, dict]:
+    """The whole model of a folder cut to one split: rebuilt from its corpus (said so), or one line saying how."""
+    import json
+    import sys
+
+    from corpora.errors import UserError
+
+    from .. import ngram
+
+    corpus = None
+    try:
+        corpus = corpora.load(metrics.get("corpus_source") or metrics["corpus"], split_mode=metrics["corpus_splits"])
+    except (UserError, KeyError, OSError):
+        pass
+    if corpus is None or corpus.key != metrics.get("corpus_key"):
+        raise UserError(
+            f"n-gram model {path} is cut to what scoring its {metrics['cut_to']} split reads, and its corpus "
+            f"'{metrics.get('corpus')}' is not here to rebuild it whole: `python -m charlm.ngram --corpus <its file> "
+            f"--n {metrics.get('n')} --build-only` builds the whole model"
+        )
+    print(f"{path.name}: cut to the {metrics['cut_to']} split; building the whole model to score other text",
+          file=sys.stderr, flush=True)  # fmt: skip
+    folder = ngram.build(corpus, int(metrics["n"]), progress=False, split=None)
+    return folder, json.loads((folder / "metrics.json").read_text())
 
 
 def _probabilities(settings: dict | None) -> dict | None:
