@@ -51,14 +51,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from charlm.gradients import (
-    charlm_loss,
-    charlm_state,
-    charlm_step,
-    ratio_first_over_middle,
-    ratio_middle_over_ends,
-    state_gradient_norms,
-)
+from charlm.gradients import ratio_first_over_middle, ratio_middle_over_ends
+from charlm.gradients_batched import charlm_gradient_norms
 from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
 from corpora.errors import UserError, run_cli
 
@@ -117,14 +111,20 @@ def windows(ids: np.ndarray, count: int, max_lag: int, warmup: int, split: str =
     return stack(-warm, 0), stack(0, max_lag + 1), ids[starts + max_lag + 1].astype(np.int64)
 
 
+def lag_profiles(
+    models: list[CharLM], warm: np.ndarray, window: np.ndarray, target: np.ndarray
+) -> list[dict[str, np.ndarray]]:
+    """Per model (checkpoints of one configuration, computed together: charlm.gradients_batched), per state
+    (`layers.{l}.{h|c}`), the mean over windows of || dL_T / d state_{T-k} ||, k = 0..K (index = lag)."""
+    norms = charlm_gradient_norms(
+        models, torch.from_numpy(warm), torch.from_numpy(window), torch.from_numpy(target), LOSS_SCALE
+    )
+    return [{name: g[::-1].mean(1) for name, g in n.items()} for n in norms]  # time order -> lag order
+
+
 def lag_profile(model: CharLM, warm: np.ndarray, window: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
-    """Per state (`layers.{l}.{h|c}`), the mean over windows of || dL_T / d state_{T-k} ||, k = 0..K (index = lag)."""
-    state = charlm_state(model, torch.from_numpy(warm), window.shape[0])
-    norms = state_gradient_norms(
-        charlm_step(model), state, torch.from_numpy(window).unbind(1), charlm_loss(model, torch.from_numpy(target)),
-        loss_scale=LOSS_SCALE,
-    )  # fmt: skip
-    return {name: g[::-1].mean(1) for name, g in norms.items()}  # time order -> lag order
+    """`lag_profiles` of one model."""
+    return lag_profiles([model], warm, window, target)[0]
 
 
 def initial_model(ctx: Context, row: pd.Series) -> CharLM:
@@ -136,9 +136,7 @@ def initial_model(ctx: Context, row: pd.Series) -> CharLM:
     return model.eval()
 
 
-def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, settings: dict) -> dict[str, np.ndarray]:
-    """`lag_profile` of one checkpoint of a model: None (the final model), "init", or a file of ctx.snapshots(row).
-    Cached under artifacts/_cache/vanishing, keyed by the model, the checkpoint's digest and the settings."""
+def _profile_key(ctx: Context, row: pd.Series, snapshot: str | None, settings: dict) -> dict:
     if snapshot in (None, "init"):
         which = snapshot or "final"
     else:
@@ -150,18 +148,45 @@ def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, setti
             )
         which = f"{snapshot}:{match['sha256'].iloc[0]}"
     split, count, max_lag, warmup = (settings[k] for k in ("split", "windows", "max_lag", "warmup"))
-    key = {
+    return {
         "model": ctx.digest(row), "checkpoint": which, "split": split, "windows": count, "max_lag": max_lag,
         "warmup": warmup, "format": CACHE_FORMAT,
     }  # fmt: skip
 
-    def compute_profile():
-        ids = ctx.corpus(row).split(split)
-        warm, window, target = windows(ids, count, max_lag, warmup, split)
-        model = initial_model(ctx, row) if snapshot == "init" else ctx.model(row, snapshot)
-        return lag_profile(model, warm, window, target)
 
-    return ctx.cached("vanishing", key, compute_profile)
+class _NotCached(Exception):
+    pass
+
+
+def _not_cached():
+    raise _NotCached
+
+
+def checkpoint_profiles(
+    ctx: Context, row: pd.Series, snapshots: list[str | None], settings: dict
+) -> list[dict[str, np.ndarray]]:
+    """`lag_profile` of checkpoints of a model, each None (the final model), "init", or a file of ctx.snapshots(row).
+    Cached under artifacts/_cache/vanishing, each keyed by the model, the checkpoint's digest and the settings;
+    those not cached are computed together (`lag_profiles`: the same numbers as one at a time)."""
+    keys = [_profile_key(ctx, row, snapshot, settings) for snapshot in snapshots]
+    out, missing = {}, []
+    for i, key in enumerate(keys):
+        try:
+            out[i] = ctx.cached("vanishing", key, _not_cached)
+        except _NotCached:
+            missing.append(i)
+    if missing:
+        ids = ctx.corpus(row).split(settings["split"])
+        warm, window, target = windows(ids, *(settings[k] for k in ("windows", "max_lag", "warmup", "split")))
+        models = [initial_model(ctx, row) if snapshots[i] == "init" else ctx.model(row, snapshots[i]) for i in missing]
+        for i, profile in zip(missing, lag_profiles(models, warm, window, target)):
+            out[i] = ctx.cached("vanishing", keys[i], lambda profile=profile: profile)
+    return [out[i] for i in range(len(keys))]
+
+
+def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, settings: dict) -> dict[str, np.ndarray]:
+    """`checkpoint_profiles` of one checkpoint."""
+    return checkpoint_profiles(ctx, row, [snapshot], settings)[0]
 
 
 def has_cell(arch: str) -> bool:
@@ -260,8 +285,9 @@ def compute(ctx: Context) -> pd.DataFrame:
             label = LABELS.get(row["arch"], row["arch"])
             label += f" ({int(row['budget'])} row)" if budgets[row["arch"]] > 1 else ""
             memory = "c" if cells[row["model_id"]] and "c" in states else "h"  # the state the headline follows
-            for checkpoint, chars, snapshot in _checkpoints(ctx, row, n_snaps):
-                profile = checkpoint_profile(ctx, row, snapshot, settings)
+            checkpoints = _checkpoints(ctx, row, n_snaps)
+            profiles = checkpoint_profiles(ctx, row, [snapshot for _, _, snapshot in checkpoints], settings)
+            for (checkpoint, chars, _), profile in zip(checkpoints, profiles):
                 for name, g in profile.items():
                     _, layer, state = name.split(".")
                     if state not in states:

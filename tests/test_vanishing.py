@@ -21,6 +21,7 @@ from charlm.gradients import (
     ratio_middle_over_ends,
     state_gradient_norms,
 )
+from charlm.gradients_batched import charlm_gradient_norms, stackable
 from charlm.model import ARCHS, CharLM, ModelConfig
 from corpora import run_cli
 
@@ -100,6 +101,34 @@ def test_carried_state_gradient_equals_the_gradient_of_a_run_started_after_it(ar
             np.testing.assert_allclose(norms[name][t], expected, rtol=1e-4, atol=1e-9, err_msg=f"{name} lag {k}")
 
 
+@pytest.mark.parametrize("windows", [32, 3])  # 32 x 6 is a multiple of 32 floats: stacked; 3 x 6 runs one by one
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_checkpoints_computed_together_give_each_one_s_numbers_to_the_bit(arch, layers, windows):
+    """charlm_gradient_norms of several checkpoints (stacked where the layers are written out there) equals
+    state_gradient_norms of charlm_step, one checkpoint at a time, bit for bit."""
+    torch.manual_seed(3)
+    models = []
+    for scale in (1.0, 4.0, 8.0):
+        model = CharLM(ModelConfig(arch, vocab_size=7, layers=layers, size=6)).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(scale)
+        models.append(model)
+    ids = torch.randint(0, 7, (windows, 30))
+    warm, window, target = ids[:, :10], ids[:, 10:29], ids[:, 29]
+    together = charlm_gradient_norms(models, warm, window, target, loss_scale=2.0**80)
+    for model, got in zip(models, together):
+        alone = state_gradient_norms(
+            charlm_step(model), charlm_state(model, warm, windows), window.unbind(1), charlm_loss(model, target),
+            loss_scale=2.0**80,
+        )  # fmt: skip
+        assert got.keys() == alone.keys()
+        for name in alone:
+            np.testing.assert_array_equal(got[name], alone[name], err_msg=name)
+    assert stackable(models[0]) == (arch in ("lstm", "rnn", "gru-paper", "lstm-srnn", "lstm-srnn-out", "lstm-gates"))
+
+
 def test_srnn_hidden_keeps_nothing_in_h():
     """-S-RNN-HIDDEN: no gate reads h, so dL/dh_{T-k} = 0 for k > 0 (the c values are checked against the
     independent computation above); and the loss reads h_T, so dL/dc_T = 0 for every architecture."""
@@ -155,7 +184,9 @@ def test_the_vanishing_ratio_is_mid_over_the_loss_end_where_the_far_end_says_oth
     lags = np.arange(K + 1)
     h = 0.5**lags + 1e-3  # lag order: lag 0 (the loss) first
     c = np.where(lags == 0, 0.0, 0.4 * 0.5**lags + 1e-3)  # dL_T/dc_T = 0: the loss reads h_T
-    monkeypatch.setattr(vanishing, "lag_profile", lambda *a: {"layers.0.h": h, "layers.0.c": c})
+    monkeypatch.setattr(
+        vanishing, "lag_profiles", lambda models, *a: [{"layers.0.h": h, "layers.0.c": c}] * len(models)
+    )
     ctx = _ctx(max_lag=K, windows=2, warmup=5, snapshots=0)
     df = vanishing.compute(ctx)
     (config,) = vanishing.configurations(df).to_dict("records")
@@ -337,7 +368,7 @@ def test_cached_profiles_are_reused_and_keyed_by_the_settings(tmp_path, artifact
     ctx = _ctx(max_lag=20, windows=2, warmup=5, snapshots=0)
     first = vanishing.compute(ctx)
     calls = []
-    monkeypatch.setattr(vanishing, "lag_profile", lambda *a: calls.append(1) or {})
+    monkeypatch.setattr(vanishing, "lag_profiles", lambda models, *a: calls.append(1) or [{}] * len(models))
     pd.testing.assert_frame_equal(vanishing.compute(ctx), first)
     assert calls == []
     vanishing.compute(_ctx(max_lag=21, windows=2, warmup=5, snapshots=0))
