@@ -27,7 +27,7 @@ the KL itself.
 from __future__ import annotations
 
 import sys
-from functools import cached_property, partial
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -59,6 +59,7 @@ SETTINGS = {
 }
 FAMILY_LABELS = {"nnn": "n-NN", "ngram": "n-gram"}
 CHUNK = 2_000  # positions per block: the dot products run in float64 without float64 copies of everything
+GROUP_SNAPSHOTS = 32  # snapshots measured together (held as stored, float16: about 4 MB each on these corpora)
 
 
 def divergences(snapshots: list[np.ndarray], baselines: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -68,33 +69,55 @@ def divergences(snapshots: list[np.ndarray], baselines: list[np.ndarray]) -> tup
     p.a + q.b - p.b - q.a, so the means over positions are Gram-like products accumulated over blocks of positions
     (one pass over each array instead of one per pair).
     """
+    return divergences_of_models([snapshots], baselines)[0]
 
-    def terms(logps: list[np.ndarray], lo: int):
-        a = np.stack([x[lo : lo + CHUNK].astype(np.float64).ravel() for x in logps])  # (M, n) log-probabilities
-        p = np.exp(a)
-        return a, p, p * a  # log p, p, p log p (<= 0)
 
-    n_positions = snapshots[0].shape[0]
-    S, B = len(snapshots), len(baselines)
-    self_p, self_q, p_a2, q_b2 = np.zeros(S), np.zeros(B), np.zeros(S), np.zeros(B)
-    p_b, q_a, pa_b, qb_a = np.zeros((S, B)), np.zeros((S, B)), np.zeros((S, B)), np.zeros((S, B))
+def _terms(logps: list[np.ndarray], lo: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Log p, p and p log p (<= 0) of one block of positions, each (M, n) float64 (float16 and float32 inputs are
+    exact in float64)."""
+    a = np.stack([x[lo : lo + CHUNK].astype(np.float64).ravel() for x in logps])
+    p = np.exp(a)
+    return a, p, p * a
+
+
+def divergences_of_models(models: list[list[np.ndarray]], baselines: list[np.ndarray]) -> list[tuple]:
+    """`divergences` of several models' snapshots against the same baselines: the baselines' terms (the bulk of the
+    work: 15 baselines against a model's few snapshots) are computed once per block of positions for all of them.
+    Each model's products are those of `divergences` alone (the same shapes, so the same numbers)."""
+    n_positions = baselines[0].shape[0]
+    B = len(baselines)
+    self_q, q_b2 = np.zeros(B), np.zeros(B)
+    sums = []
+    for snapshots in models:
+        S = len(snapshots)
+        sums.append({"self_p": np.zeros(S), "p_a2": np.zeros(S), **{k: np.zeros((S, B)) for k in PRODUCTS}})
     for lo in range(0, n_positions, CHUNK):
-        a, p, pa = terms(snapshots, lo)
-        b, q, qb = terms(baselines, lo)
-        self_p += pa.sum(1)
+        b, q, qb = _terms(baselines, lo)
         self_q += qb.sum(1)
-        p_a2 += (pa * a).sum(1)
         q_b2 += (qb * b).sum(1)
-        p_b += p @ b.T
-        q_a += a @ q.T
-        pa_b += pa @ b.T
-        qb_a += a @ qb.T
+        for snapshots, acc in zip(models, sums):
+            a, p, pa = _terms(snapshots, lo)
+            acc["self_p"] += pa.sum(1)
+            acc["p_a2"] += (pa * a).sum(1)
+            acc["p_b"] += p @ b.T
+            acc["q_a"] += a @ q.T
+            acc["pa_b"] += pa @ b.T
+            acc["qb_a"] += a @ qb.T
+    c_q = np.exp(FLOAT16_UNIT * np.array([-np.min(x.astype(np.float64)) for x in baselines]) + FLOAT16_TINY)
+    return [_finish(snapshots, acc, self_q, q_b2, c_q, n_positions) for snapshots, acc in zip(models, sums)]
+
+
+PRODUCTS = ("p_b", "q_a", "pa_b", "qb_a")  # sum p b, sum a q, sum p a b, sum a q b: snapshot x baseline
+
+
+def _finish(snapshots, acc: dict, self_q, q_b2, c_q, n_positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The KL and its bound from the sums over positions (see `divergences`)."""
+    self_p, p_a2, p_b, q_a, pa_b, qb_a = acc["self_p"], acc["p_a2"], *(acc[k] for k in PRODUCTS)
     kl = np.maximum((self_p[:, None] + self_q[None, :] - p_b - q_a) / n_positions, 0.0)  # >= 0 up to rounding
     # bound, both directions, with each stored log-probability's error e(a) <= u|a| + t (charlm.predictions):
     # e^{u max|a| + t} sum p [u (|a| + 1)(|a| + |b|) + t (|a| + |b| + 2)]; logs are <= 0, so |a| |b| = a b
     u, t = FLOAT16_UNIT, FLOAT16_TINY
     c_p = np.exp(u * np.array([-np.min(x.astype(np.float64)) for x in snapshots]) + t)
-    c_q = np.exp(u * np.array([-np.min(x.astype(np.float64)) for x in baselines]) + t)
     far_p, far_q = -self_p[:, None] - p_b, -self_q[None, :] - q_a  # sum p (|a| + |b|), sum q (|a| + |b|)
     one_way_p = c_p[:, None] * (u * (p_a2[:, None] + pa_b + far_p) + t * (far_p + 2 * n_positions))
     one_way_q = c_q[None, :] * (u * (q_b2[None, :] + qb_a + far_q) + t * (far_q + 2 * n_positions))
@@ -132,13 +155,38 @@ class _Baselines:
         return losses, [p.distributions(self.positions) for p in preds]
 
 
-def _measure(ctx: Context, model: pd.Series, files: list[str], baselines: _Baselines) -> dict[str, np.ndarray]:
-    """A model's snapshots against the baselines, with the baselines' losses: a cached result is all the table needs."""
-    preds = [ctx.predictions(model, baselines.split, snapshot=f) for f in files]
+class _Pending(Exception):
+    """A model's result that the cache does not hold yet (measured below, with the others missing)."""
+
+
+def _pending() -> dict:
+    raise _Pending
+
+
+def _measure(ctx: Context, todo: list[tuple[pd.Series, list[str]]], baselines: _Baselines) -> list[dict]:
+    """Models' snapshots against the baselines, with the baselines' losses: a cached result is all the table needs.
+    The models are measured together (divergences_of_models), their snapshots held as stored (float16)."""
     baseline_loss, baseline_logps = baselines.measured
-    kl, bound = divergences([p.distributions(baselines.positions) for p in preds], baseline_logps)
-    loss = np.array([p.nll_at(baselines.positions).mean() for p in preds])
-    return {"kl": kl, "bound": bound, "loss": loss, "baseline_loss": baseline_loss}
+    logps, losses = [], []
+    for model, files in todo:
+        preds = [ctx.predictions(model, baselines.split, snapshot=f) for f in files]
+        logps.append([p.logp[p.rows(baselines.positions)] for p in preds])  # exact in float64, as distributions()
+        losses.append(np.array([p.nll_at(baselines.positions).mean() for p in preds]))
+    measured = divergences_of_models(logps, baseline_logps)
+    return [{"kl": kl, "bound": bound, "loss": loss, "baseline_loss": baseline_loss}
+            for (kl, bound), loss in zip(measured, losses)]  # fmt: skip
+
+
+def _groups(todo: list, snapshots: int = GROUP_SNAPSHOTS) -> list[list]:
+    """`todo` (entries ending in their snapshot files) in runs of at most `snapshots` snapshots (one model at least)."""
+    groups, count = [[]], 0
+    for entry in todo:
+        if groups[-1] and count + len(entry[-1]) > snapshots:
+            groups.append([])
+            count = 0
+        groups[-1].append(entry)
+        count += len(entry[-1])
+    return [g for g in groups if g]
 
 
 def epochs_trained(metrics: dict, model: pd.Series, train_chars: int) -> float:
@@ -161,7 +209,7 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
     positions = sample_positions(ctx.corpus(key).split(split).size - 1)
     baselines = _Baselines(ctx, key, positions)
     train_chars = ctx.corpus(key).split("train").size
-    frames = []
+    rows, got, todo = [], {}, []
     for _, model in with_snapshots.iterrows():
         snaps = ctx.snapshots(model)
         snaps = snaps[snaps["chars"] <= ctx.settings["max_epochs"] * train_chars].reset_index(drop=True)
@@ -173,24 +221,36 @@ def _corpus_frames(ctx: Context, key: str) -> list[pd.DataFrame]:
             "baselines": [ctx.digest(b) for _, b in baselines.rows.iterrows()], "split": split,
             "positions": int(positions.size),
         }  # fmt: skip
-        got = ctx.cached("training_dynamics", cache_key, partial(_measure, ctx, model, list(snaps["file"]), baselines))
-        S, B = got["kl"].shape
-        s, b = np.repeat(np.arange(S), B), np.tile(np.arange(B), S)
-        frame = pd.DataFrame({
-            "corpus": model["corpus"], "model_id": model["model_id"], "arch": model["arch"],
-            "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
-            "seed": int(model["seed"]), "group_id": model["group_id"],
-            "step": snaps["step"].to_numpy()[s], "chars": snaps["chars"].to_numpy()[s],
-            "epoch": snaps["chars"].to_numpy()[s] / train_chars,
-            "baseline": baselines.rows["family"].to_numpy()[b], "n": baselines.rows["n"].to_numpy()[b].astype(int),
-            "sym_kl": got["kl"][s, b], "kl_bound": got["bound"][s, b], "loss": got["loss"][s],
-            "baseline_loss": got["baseline_loss"][b], "delta_loss": got["baseline_loss"][b] - got["loss"][s],
-            "positions": int(positions.size),
-        })  # fmt: skip
-        frame["closest"] = frame["sym_kl"] == frame.groupby(["step", "baseline"])["sym_kl"].transform("min")
-        frame["epochs_trained"] = epochs_trained(ctx.metrics(model), model, train_chars)
-        frames.append(frame)
-    return frames
+        rows.append((model, snaps, cache_key))
+        try:
+            got[len(rows) - 1] = ctx.cached("training_dynamics", cache_key, _pending)
+        except _Pending:
+            todo.append((len(rows) - 1, model, list(snaps["file"])))
+    for group in _groups(todo):
+        for (k, _, _), result in zip(group, _measure(ctx, [(m, files) for _, m, files in group], baselines)):
+            got[k] = ctx.cached("training_dynamics", rows[k][2], lambda result=result: result)
+    return [_frame(ctx, model, snaps, got[k], baselines, train_chars) for k, (model, snaps, _) in enumerate(rows)]
+
+
+def _frame(ctx: Context, model: pd.Series, snaps: pd.DataFrame, got: dict, baselines: _Baselines, train_chars: int):
+    """One model's rows: every snapshot against every baseline."""
+    positions = baselines.positions
+    S, B = got["kl"].shape
+    s, b = np.repeat(np.arange(S), B), np.tile(np.arange(B), S)
+    frame = pd.DataFrame({
+        "corpus": model["corpus"], "model_id": model["model_id"], "arch": model["arch"],
+        "layers": int(model["layers"]), "size": int(model["size"]), "budget": model["budget"],
+        "seed": int(model["seed"]), "group_id": model["group_id"],
+        "step": snaps["step"].to_numpy()[s], "chars": snaps["chars"].to_numpy()[s],
+        "epoch": snaps["chars"].to_numpy()[s] / train_chars,
+        "baseline": baselines.rows["family"].to_numpy()[b], "n": baselines.rows["n"].to_numpy()[b].astype(int),
+        "sym_kl": got["kl"][s, b], "kl_bound": got["bound"][s, b], "loss": got["loss"][s],
+        "baseline_loss": got["baseline_loss"][b], "delta_loss": got["baseline_loss"][b] - got["loss"][s],
+        "positions": int(positions.size),
+    })  # fmt: skip
+    frame["closest"] = frame["sym_kl"] == frame.groupby(["step", "baseline"])["sym_kl"].transform("min")
+    frame["epochs_trained"] = epochs_trained(ctx.metrics(model), model, train_chars)
+    return frame
 
 
 # ----------------------------------------------------------------------------------------- views
