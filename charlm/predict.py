@@ -233,7 +233,9 @@ def predict_checkpoint(
     desc = f"predict {model.meta.get('model_id', '')} {split}"
     if sample_only:
         positions = predictions.sample_positions(ids.size - 1)
-    target_logp, rows = score_split(model, ids, positions, progress=progress, desc=desc, sample_only=sample_only)
+    with torch.inference_mode():  # the model is this call's own: no op keeps autograd's bookkeeping (the same numbers;
+        # measured up to ~5-10% faster for the hand-written cells, which run a few ops per time step)
+        target_logp, rows = score_split(model, ids, positions, progress=progress, desc=desc, sample_only=sample_only)
     targets = ids[1:][positions] if sample_only else ids[1:]
     preds = predictions.from_parts(
         target_logp, targets, rows, positions, model.meta.get("model_id", ""), digest, sample_only=sample_only

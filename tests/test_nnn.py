@@ -106,6 +106,48 @@ def test_predictions_follow_the_contract():
     assert nnn.predict(corpus, 3, split="val", hidden_grid=(8,), progress=False, epochs=2, batch_chars=500) == path
 
 
+def _every_position_scored(model: nnn.NNN, ids: np.ndarray) -> np.ndarray:
+    """Each position's own row, in chunks of EVAL_CHUNK positions: how the n-NN was scored before distinct contexts."""
+    rows = nnn.context_rows(ids, model.n, model.vocab_size)
+    with torch.no_grad():
+        return np.concatenate(
+            [
+                torch.log_softmax(model(rows[s : s + nnn.EVAL_CHUNK]), -1).numpy()
+                for s in range(0, len(rows), nnn.EVAL_CHUNK)
+            ]
+        )
+
+
+@pytest.mark.parametrize("n, hidden", [(1, 256), (3, 512), (5, 256)])
+def test_each_distinct_context_is_scored_once_bit_for_bit(n, hidden):
+    """An n-NN scores each distinct context once (`distinct_logprobs`): the same float32 numbers, bit for bit, as
+    every position scored in its own chunk, so the stored Predictions do not change (at the report's sizes: a
+    vocabulary of 83, hidden 256 and 512, more positions than one chunk)."""
+    torch.manual_seed(n)
+    V = 83
+    model = nnn.NNN(n, V, hidden)
+    rng = np.random.default_rng(n)
+    ids = rng.choice(V, size=60_001, p=rng.dirichlet(np.full(V, 0.3))).astype(np.uint8)
+    logp, ctx_of = nnn.distinct_logprobs(model, ids)
+    assert len(logp) < len(ids) - 1 and ctx_of.shape == (len(ids) - 1,)
+    np.testing.assert_array_equal(logp[ctx_of], _every_position_scored(model, ids))
+    np.testing.assert_array_equal(nnn.predict_logprobs(model, ids), logp[ctx_of])
+
+
+def test_context_ids_of_long_contexts_do_not_overflow():
+    """A context of many characters over a wide vocabulary has no int64 key: its rows are compared whole instead."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, 3, size=5_000).astype(np.uint8)
+    ids[rng.random(ids.size) < 0.01] = 250  # a wide vocabulary: 20 slots of 251 values need more than 63 bits
+    rows = nnn.context_rows(ids, 20, 251)
+    expected = np.unique(rows.numpy(), axis=0, return_inverse=True)[1].reshape(-1)
+    np.testing.assert_array_equal(nnn.context_ids(rows), expected)
+    short = rows[:, :3]  # 3 slots fit an int64 key: the same ids
+    np.testing.assert_array_equal(
+        nnn.context_ids(short), np.unique(short.numpy(), axis=0, return_inverse=True)[1].reshape(-1)
+    )
+
+
 def test_grid_picks_the_lowest_validation_loss_and_records_all(monkeypatch):
     corpus, _ = markov1_corpus(8000)
     folder = nnn.train_nnn(corpus, 2, hidden_grid=(2, 16), progress=False, epochs=3, batch_chars=500)
