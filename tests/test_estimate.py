@@ -77,6 +77,23 @@ def test_the_summary_says_when_nothing_or_part_is_priced(monkeypatch, tmp_path):
     assert whole.summary()[0].startswith("estimate: wall time about 2 min 12 s")
 
 
+def test_a_plan_that_cannot_list_an_analysis_s_parts_yet_prices_the_recorded_ones(monkeypatch, tmp_path):
+    """`--plan` before the shipped models are installed lists no per-model part of cells: the recorded parts are
+    priced beside it (a fresh machine's estimate was 5 minutes short); a plan that lists them gets nothing added,
+    and the pipeline's own analysis job keeps its dependencies."""
+    monkeypatch.setattr(est, "PROFILES_DIR", tmp_path)
+    record().save(tmp_path / f"rec{est.RECORD_SUFFIX}")
+    cells = job("analysis:cells", after=["score:x"])
+    unlisted = est.estimate("rec", [], [cells], 10, 1, bench_s=1.0)
+    assert [j.key for j in unlisted.jobs] == ["analysis:cells", "part:cells:m1"]
+    assert sum(j.seconds for j in unlisted.jobs) == pytest.approx(140.0) and cells.after == ("score:x",)
+    assert unlisted.jobs[1].after == ("score:x",) and "in 2 jobs" in unlisted.summary()[0]
+    listed = est.estimate("rec", [], [job("part:cells:m1"), job("analysis:cells", after=["part:cells:m1"])], 10, 1,
+                          bench_s=1.0)  # fmt: skip
+    assert len(listed.jobs) == 2 and sum(j.seconds for j in listed.jobs) == pytest.approx(140.0)
+    assert est.estimate("other", [], [job("analysis:cells")], 10, 1, bench_s=1.0).jobs[0].key == "analysis:cells"
+
+
 def test_the_countdown_never_runs_out_while_a_job_runs():
     a, b = job("a", 100), job("b", 50, after=["a"])
     clock = est.Countdown([a, b], workers=1)
