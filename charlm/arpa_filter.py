@@ -69,7 +69,6 @@ class ArpaFilter:
 
     def __init__(self, text_ids: np.ndarray, max_order: int):
         self.windows = _window_hashes(text_ids, max_order - 1)
-        self.header: list[bytes] = []
         self.order = 0  # the section being read; 0: the header
         self.sections: dict[int, list[bytes]] = {}
         self.kept: dict[int, int] = {}
@@ -114,14 +113,13 @@ class ArpaFilter:
             first = c + 1
 
     def _marker(self, line: bytes) -> None:
+        """A section's start or the end; the header's lines (`\\data\\`, `ngram k=`) are dropped: `write` counts."""
         text = line.strip()
         if text.endswith(b"-grams:"):
             self.order = int(text[1:].split(b"-")[0])
             self.sections.setdefault(self.order, [])
         elif text == b"\\end\\":
             self.ended = True
-        elif self.order == 0 and text:
-            self.header.append(line)
 
     def _body(self, arr: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> None:
         k = self.order

@@ -373,10 +373,10 @@ def _unlisted_parts(pricer: Pricer, analyses: list) -> list:
         if not job.key.startswith("analysis:") or name in listed or own is None:
             continue
         keys = [f"part:{k}" for k in own.analyses if k.startswith(f"{name}:")]
-        added += [Job(key, None, after=job.after) for key in keys]  # the analysis's own job is the pipeline's:
-    return (
-        added  # it keeps its dependencies (a key the pipeline never runs would stall it), so it may be scheduled early
-    )
+        # the analysis's own job is the pipeline's and keeps its dependencies (a key the pipeline never runs would
+        # stall it): the schedule may start it before these parts, the work it prices is the same
+        added += [Job(key, None, after=job.after) for key in keys]
+    return added
 
 
 def record_run(profile_name: str, timings: dict, path: Path | None = None) -> Path:

@@ -234,6 +234,14 @@ def _tool_error(log: Path, what: str, order: int, code: int) -> UserError:
     return UserError(f"{what} failed for order {order} (exit {code}): {tail[:300]} (log: {log})")
 
 
+def _kept_failure(what: str, own: Path, code: int, keep: Path, order: int) -> UserError:
+    """A failed tool's one line; its own log is kept beside the model folder as `<keep>.<tool>.log` (the temp
+    folder it was written in goes)."""
+    kept = keep.with_name(f"{keep.name}.{what}.log")
+    shutil.copyfile(own, kept)
+    return _tool_error(kept, what, order, code)
+
+
 def _lmplz_into_binary(
     lmplz_cmd: list[str], binary_cmd: list[str], log: Path, order: int, keep: Path
 ) -> tuple[float, float, int, list]:
@@ -270,11 +278,8 @@ def _lmplz_into_binary(
     failed = ("lmplz", log, lm_code) if lm_code != 0 and not broken else None
     if failed is None and (bb_code != 0 or broken):
         failed = ("build_binary", binary_log, bb_code)
-    if failed is not None:  # the failing tool's own log, kept beside the model folder (its temp folder goes)
-        what, own, code = failed
-        kept = keep.with_name(f"{keep.name}.{what}.log")
-        shutil.copyfile(own, kept)
-        raise _tool_error(kept, what, order, code)
+    if failed is not None:
+        raise _kept_failure(*failed, keep, order)
     with open(log, "ab") as out:  # one log: lmplz's, then build_binary's
         out.write(binary_log.read_bytes())
     binary_log.unlink()
@@ -290,8 +295,8 @@ def _lmplz_cut_into_binary(
     lmplz_cmd: list[str], binary_cmd: list[str], log: Path, order: int, keep: Path, text_bytes: np.ndarray
 ) -> tuple[float, float, int, list, list]:
     """lmplz's ARPA read as it comes and cut to what scoring `text_bytes` reads (charlm.arpa_filter), then that
-    (small) ARPA into build_binary. Returns (lmplz seconds, build_binary seconds, whole ARPA bytes, n-gram counts of
-    the whole model, n-gram counts kept); a failing tool is one UserError, as in _lmplz_into_binary."""
+    (small) ARPA written to `binary_cmd`'s input file and binarised. Returns (lmplz seconds, build_binary seconds,
+    whole ARPA bytes, n-gram counts of the whole model, n-gram counts kept); a failing tool is one UserError."""
     from .arpa_filter import ArpaFilter
 
     start = time.perf_counter()
@@ -311,19 +316,15 @@ def _lmplz_cut_into_binary(
     cut.close()
     lmplz_s = time.perf_counter() - start
     if lm_code != 0 or not cut.ended:
-        kept_log = keep.with_name(f"{keep.name}.lmplz.log")
-        shutil.copyfile(log, kept_log)
-        raise _tool_error(kept_log, "lmplz", order, lm_code or 1)
-    arpa = log.with_name("cut.arpa")
+        raise _kept_failure("lmplz", log, lm_code or 1, keep, order)
+    arpa = Path(binary_cmd[2])  # build_binary's input: the cut ARPA, small enough for a file
     with open(arpa, "wb") as out:
         cut.write(out)
     with open(log, "ab") as out:
-        proc = subprocess.run([*binary_cmd[:2], str(arpa), *binary_cmd[3:]], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.run(binary_cmd, stdout=out, stderr=subprocess.STDOUT)
     arpa.unlink()
     if proc.returncode != 0:
-        kept_log = keep.with_name(f"{keep.name}.build_binary.log")
-        shutil.copyfile(log, kept_log)
-        raise _tool_error(kept_log, "build_binary", order, proc.returncode)
+        raise _kept_failure("build_binary", log, proc.returncode, keep, order)
     read, kept = cut.counts()
     return lmplz_s, time.perf_counter() - start - lmplz_s, total, read, kept
 
@@ -371,10 +372,11 @@ def build(
     problem = damage(final, split)
     if problem is None:
         return final
-    if split is not None and covers(_read_metrics(final)) not in (None, split):
+    cut_to = covers(_read_metrics(final))
+    if split is not None and cut_to not in (None, split):
         split = None  # cut to another split: what serves both is the whole model
         if progress:
-            print(f"{final.name}: cut to the {covers(_read_metrics(final))} split: building it whole", file=sys.stderr)
+            print(f"{final.name}: cut to the {cut_to} split: building it whole", file=sys.stderr)
     if problem != "not built":
         if not repair:
             raise predictions.CorruptArtifact(final / binary_name(n), problem.split("(", 1)[-1].rstrip(")"))
@@ -405,11 +407,12 @@ def build(
             )
         lmplz_cmd = [str(lmplz), "-o", str(order), "--discount_fallback", "-S", memory, "-T", str(sort_tmp) + "/",
                      "--vocab_estimate", "4096", "--text", str(text)]  # fmt: skip
-        binary_cmd = [str(build_binary), structure(n), "/dev/stdin", str(binary)]
         cut: dict = {}
         if split is None:
+            binary_cmd = [str(build_binary), structure(n), "/dev/stdin", str(binary)]
             lmplz_s, binary_s, arpa_bytes, counts = _lmplz_into_binary(lmplz_cmd, binary_cmd, log, order, final)
         else:
+            binary_cmd = [str(build_binary), structure(n), str(work / "cut.arpa"), str(binary)]
             text_bytes = np.asarray(corpus.vocab)[corpus.split(split)]
             lmplz_s, binary_s, arpa_bytes, counts, kept = _lmplz_cut_into_binary(
                 lmplz_cmd, binary_cmd, log, order, final, text_bytes
