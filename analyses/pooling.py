@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from charlm.checkpoint import file_sha256
 from charlm.classifier import (
     POOLS,
     ClassifierConfig,
@@ -61,8 +62,8 @@ from charlm.classifier import (
     predict,
     train_classifier,
 )
+from charlm.loop import TrainingDiverged
 from charlm.paths import complete_metrics
-from charlm.train import TrainingDiverged, file_sha256
 from corpora.errors import UserError, run_cli
 
 from .base import Analysis, Claim, Result

@@ -40,9 +40,10 @@ from corpora.errors import UserError
 
 from .checkpoint import load_payload
 from .gradients import ratio_middle_over_ends, state_gradient_norms, to_bins
+from .loop import Task, fit
 from .model import INIT_RANGE
 from .paths import complete_metrics, config_hash
-from .train import Task, TrainConfig, fit, require_positive
+from .train import TrainConfig, require_positive
 
 FORMAT = 1
 POOLS = ("last", "mean", "max", "att", "maxatt")
@@ -325,7 +326,7 @@ def train_classifier(
     """Train (or resume, or return at once when complete) one classifier; returns its folder under `root`.
 
     The folder is `<root>/<model id>`, the id hashing the config and both example sets; raises
-    charlm.train.TrainingDiverged when the loss or weights go non-finite (the last good state is kept).
+    charlm.loop.TrainingDiverged when the loss or weights go non-finite (the last good state is kept).
     """
     config.validate()
     data = hashlib.sha256((train.digest() + val.digest()).encode()).hexdigest()

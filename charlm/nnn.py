@@ -55,20 +55,12 @@ from corpora import atomic
 from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_cli
 
 from . import predictions
-from .checkpoint import load_payload, save_payload
+from .checkpoint import file_sha256, load_payload, save_payload
+from .loop import OPTIMIZERS, Task, TrainingDiverged, fit
 from .model import INIT_RANGE
 from .paths import complete_metrics, config_hash, model_dir, predictions_path
 from .predict import as_corpus, cached_predictions, say_to_stderr
-from .train import (
-    EXIT_DIVERGED,
-    OPTIMIZERS,
-    Task,
-    TrainConfig,
-    TrainingDiverged,
-    file_sha256,
-    fit,
-    require_positive,
-)  # fmt: skip
+from .train import EXIT_DIVERGED, TrainConfig, require_positive
 
 FORMAT = 1
 _RECIPE = {f.name: f.default for f in fields(TrainConfig)}  # the recurrent models' recipe, one source of truth
@@ -90,7 +82,7 @@ class NNNConfig:
     batch_chars: int = _RECIPE["batch_size"] * _RECIPE["unroll"]  # positions per minibatch (10,000)
     lr: float = _RECIPE["lr"]
     rms_alpha: float = _RECIPE["rms_alpha"]
-    lr_decay: float = _RECIPE["lr_decay"]  # charlm.train.learning_rate reads lr, lr_decay, decay_after
+    lr_decay: float = _RECIPE["lr_decay"]  # charlm.loop.learning_rate reads lr, lr_decay, decay_after
     decay_after: int = _RECIPE["decay_after"]
     grad_clip: float = _RECIPE["grad_clip"]
     patience: int = _RECIPE["patience"]
@@ -106,7 +98,7 @@ class NNNConfig:
     # targets "distinct" it counts distinct-context rows drawn, and so does max_chars
 
     converge_delta: float = 0.0  # converged: stop once validation gains < this (nats/epoch) over converge_window
-    converge_window: int = 3  # epochs the convergence test averages over (charlm.train.converged)
+    converge_window: int = 3  # epochs the convergence test averages over (charlm.loop.converged)
     optimizer: str = "rmsprop"  # "rmsprop": sec 3.3's (lr, rms_alpha); "adam": Adam at lr (betas 0.9, 0.999), which
     # with larger minibatches of distinct contexts gets closer to KenLM per CPU second (README, "n-NN baselines")
 

@@ -221,10 +221,10 @@ def fake_neural_model(
     import torch
 
     from charlm import predictions
-    from charlm.checkpoint import save_checkpoint
+    from charlm.checkpoint import file_sha256, save_checkpoint
     from charlm.model import CharLM
     from charlm.paths import checkpoint_predictions_path, model_dir
-    from charlm.train import TrainConfig, file_sha256, identity_meta
+    from charlm.train import TrainConfig, identity_meta
     from corpora import atomic
 
     fields = dict(arch="lstm", layers=1, size=8, max_chars=1000) | config_fields
@@ -286,8 +286,8 @@ def fake_ngram_model(corpus, n: int, split: str = "test", nll=None, logp=None) -
 def fake_nnn_model(corpus, n: int, split: str = "test", nll=None, logp=None) -> Path:
     """A trained-looking n-NN (its checkpoint is filler) with predictions set by the test, recorded against it."""
     from charlm import predictions
+    from charlm.checkpoint import file_sha256
     from charlm.paths import artifacts_root, predictions_path
-    from charlm.train import file_sha256
     from corpora import atomic
 
     folder = artifacts_root() / corpus.artifact_name / f"nnn-n{n}-fake00"

@@ -18,7 +18,7 @@ from charlm.classifier import (
     predict,
     train_classifier,
 )
-from charlm.train import TrainingDiverged
+from charlm.loop import TrainingDiverged
 from corpora.errors import UserError
 
 V = 6

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-import charlm.train
+import charlm.loop
 from charlm import nnn, predictions
 from corpora import Corpus
 from corpora.errors import UserError, run_cli
@@ -219,7 +219,7 @@ def test_cli_trains_scores_and_fails_in_one_line(tmp_path, capsys):
 
 
 def test_a_diverging_nnn_exits_3_with_one_line_and_keeps_no_nonfinite_checkpoint(tmp_path, monkeypatch, capsys):
-    """The n-NN trains through charlm.train's loop: divergence is the same clear stop as for the recurrent nets."""
+    """The n-NN trains through charlm.loop's loop: divergence is the same clear stop as for the recurrent nets."""
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
     corpus_file = tmp_path / "m.txt"
     corpus_file.write_bytes(markov1_corpus(4000)[0].data.tobytes())
@@ -248,7 +248,7 @@ def test_an_interrupted_nnn_resumes_bit_identical(monkeypatch):
         return real(self, epoch, batch)
 
     monkeypatch.setattr(nnn.NNNTask, "loss", interrupted)
-    monkeypatch.setattr(nnn, "fit", functools.partial(charlm.train.fit, checkpoint_every_s=0))  # save every step
+    monkeypatch.setattr(nnn, "fit", functools.partial(charlm.loop.fit, checkpoint_every_s=0))  # save every step
     with pytest.raises(KeyboardInterrupt):
         nnn.train_nnn(corpus, 2, **kwargs)
     monkeypatch.setattr(nnn.NNNTask, "loss", real)
@@ -367,7 +367,8 @@ def test_models_trained_before_epoch_chars_keep_their_ids():
 def test_the_optimizer_is_rmsprop_unless_an_nnn_asks_for_adam():
     """The recurrent recipe and the n-NN default train with sec 3.3's RMSProp (its alpha); an n-NN can ask for Adam,
     which changes its id (a later setting: the ids of the n-NNs trained before it stay)."""
-    from charlm.train import TrainConfig, make_optimizer
+    from charlm.loop import make_optimizer
+    from charlm.train import TrainConfig
 
     corpus, _ = markov1_corpus(3000)
     params = [torch.nn.Parameter(torch.zeros(3))]

@@ -13,8 +13,9 @@ import torch
 from conftest import make_text
 
 from charlm.checkpoint import load_payload
+from charlm.loop import learning_rate
 from charlm.model import INIT_RANGE, CharLM
-from charlm.train import TrainConfig, add_train_arguments, config_from_args, learning_rate, train
+from charlm.train import TrainConfig, add_train_arguments, config_from_args, train
 from corpora import Corpus
 from corpora.batching import stream_windows
 

@@ -23,8 +23,7 @@ FAST = {"start": 10, "length": 300, "warmup": 10}  # a short excerpt of the smal
 
 def edit_weights(model_dir, edit) -> None:
     """Change a fake model's checkpoint in place (and its recorded digest, so no cache entry survives)."""
-    from charlm.checkpoint import load_payload, save_payload
-    from charlm.train import file_sha256
+    from charlm.checkpoint import file_sha256, load_payload, save_payload
     from corpora import atomic
 
     path = model_dir / "checkpoint.pt"

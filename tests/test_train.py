@@ -18,11 +18,13 @@ import pytest
 import torch
 from conftest import REPO, assert_one_line_error, cli_env, make_text
 
+import charlm.loop as loop
 import charlm.train as train_module
 import corpora
 from charlm import count_params, load_checkpoint
 from charlm.checkpoint import load_payload
-from charlm.train import TrainConfig, TrainingDiverged, learning_rate, train
+from charlm.loop import TrainingDiverged, learning_rate
+from charlm.train import TrainConfig, train
 from corpora import Corpus
 from corpora.errors import run_cli
 
@@ -227,7 +229,7 @@ def test_killed_run_resumes_bit_identical(tmp_path):
     # curve to restore. A snapshot written mid-epoch marks the moment (state.pt is saved after every step).
     mid = [
         s
-        for s in train_module.snapshot_steps(TrainConfig(corpus="x", arch="lstm"), spe, 3 * spe)
+        for s in loop.snapshot_steps(TrainConfig(corpus="x", arch="lstm"), spe, 3 * spe)
         if spe + 3 <= s <= 2 * spe - 3
     ]
     assert mid, "no snapshot falls mid-epoch 2"
@@ -358,11 +360,11 @@ def test_convergence_stops_once_validation_gains_less_than_delta_per_epoch(tmp_p
 
 
 def test_converged_rule():
-    assert not train_module.converged([3.0, 2.0, 1.9], 0.01, 3)  # too few epochs to judge
-    assert train_module.converged([3.0, 2.0, 1.999, 1.998, 1.997], 0.01, 3)  # 0.001 per epoch
-    assert not train_module.converged([3.0, 2.0, 1.9, 1.8, 1.7], 0.01, 3)  # 0.1 per epoch
-    assert train_module.converged([3.0, 2.0, 2.1, 2.2, 2.3], 0.01, 3)  # worse: no gain at all
-    assert not train_module.converged([3.0, 2.0, 1.0], 0.0, 1)  # delta 0: off
+    assert not loop.converged([3.0, 2.0, 1.9], 0.01, 3)  # too few epochs to judge
+    assert loop.converged([3.0, 2.0, 1.999, 1.998, 1.997], 0.01, 3)  # 0.001 per epoch
+    assert not loop.converged([3.0, 2.0, 1.9, 1.8, 1.7], 0.01, 3)  # 0.1 per epoch
+    assert loop.converged([3.0, 2.0, 2.1, 2.2, 2.3], 0.01, 3)  # worse: no gain at all
+    assert not loop.converged([3.0, 2.0, 1.0], 0.0, 1)  # delta 0: off
 
 
 def test_gradient_clipping_bounds_every_update(tmp_path, text_bytes, monkeypatch):
