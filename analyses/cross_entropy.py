@@ -280,7 +280,8 @@ def comparisons(grid: pd.DataFrame) -> pd.DataFrame:
             rows.append({"corpus": corpus, "comparison": "within_fig1", "of": len(paired), "threshold": AGREE_NATS,
                          "holds": int((paired["diff_nats"].abs() <= AGREE_NATS + 1e-9).sum()),
                          "mean_diff": paired["diff_nats"].mean(), "worst_arch": worst["arch"],
-                         "worst_layers": int(worst["layers"]), "worst_budget": int(worst["budget"]),
+                         "worst_layers": int(worst["layers"]), "worst_size": int(worst["size"]),
+                         "worst_budget": int(worst["budget"]),
                          "worst_ce": round(worst["ce_nats"], 3), "worst_paper": worst["paper_ce_nats"],
                          "worst_diff": worst["diff_nats"]})  # fmt: skip
     return pd.DataFrame(rows)
@@ -297,7 +298,10 @@ def findings(df: pd.DataFrame, comp: pd.DataFrame) -> list[Finding]:
         v = {k: c[k] for k in c.index if pd.notna(c[k])}
         corpus, what = c["corpus"], c["comparison"]
         if what == "within_fig1":
-            v["worst"] = f"{_label(c['worst_arch'])} {int(c['worst_layers'])} x (row {int(c['worst_budget'])})"
+            v["worst"] = (
+                f"{_label(c['worst_arch'])} {int(c['worst_layers'])} x {int(c['worst_size'])} "
+                f"(row {int(c['worst_budget'])})"
+            )
             out.append(Finding(
                 "{corpus}: {holds} of {of} cells within {threshold} nats of Fig 1 (mean difference {mean_diff:+.3f}); "
                 "farthest {worst}, {worst_ce:.3f} against {worst_paper:.3f}", v, _verdict(c["holds"], c["of"]),
