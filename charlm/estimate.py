@@ -174,21 +174,29 @@ class Pricer:
         same = [j for j in self._recorded() if j["what"] == w.what and j["shape"] == w.shape and j["units"]]
         if same:
             per = statistics.median(j["seconds"] / j["units"] for j in same)
-            per_b = statistics.median(j.get("bytes", 0) / j["units"] for j in same)
-            return per * w.units * self.speed, per_b * w.units, f"scaled from {len(same)} recorded {w.shape}"
+            return per * w.units * self.speed, self._bytes(same, w), f"scaled from {len(same)} recorded {w.shape}"
         if w.what == "train" and w.shape in self.training:
             per = statistics.median(self.training[w.shape])
             return per * w.units * self.speed, 0.0, f"shipped {w.shape}'s training, per character"
         kin = [j for j in self._recorded() if j["what"] == w.what and j["units"] and (j["params"] or 0) > 0]
         if kin and w.params:
             per = statistics.median(j["seconds"] / j["units"] / j["params"] for j in kin)
-            per_b = statistics.median(j.get("bytes", 0) / j["units"] for j in kin)
-            return per * w.units * w.params * self.speed, per_b * w.units, f"by kind ({w.what}, per parameter)"
+            return per * w.units * w.params * self.speed, self._bytes(kin, w), f"by kind ({w.what}, per parameter)"
         kin = [j for j in self._recorded() if j["what"] == w.what and j["units"]]
         if kin:
             per = statistics.median(j["seconds"] / j["units"] for j in kin)
             return per * w.units * self.speed, 0.0, f"by kind ({w.what})"
         return 0.0, 0.0, "unpriced: no record holds this kind of work"
+
+    @staticmethod
+    def _bytes(recorded: list[dict], w) -> float:
+        """A job's bytes from recorded ones of its kind: per unit of work (characters scored, built on), but for
+        training, whose folder (checkpoint, resume state, a fixed number of snapshots and their predictions) does
+        not grow with the characters trained: there the recorded median (scaling it by characters priced a
+        `--plan --retrain` of reference at 313 GB)."""
+        if w.what == "train":
+            return statistics.median(j.get("bytes", 0) for j in recorded)
+        return statistics.median(j.get("bytes", 0) / j["units"] for j in recorded) * w.units
 
     def analysis(self, name: str, networks: int) -> tuple[float, str]:
         for r in self.records:

@@ -38,7 +38,7 @@ def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
         "score:c/lstm-a": {"seconds": 30.0, "what": "score", "units": 1000, "shape": "lstm L1 H8", "params": 100,
                            "bytes": 5000},
         "train:c/gru-b": {"seconds": 80.0, "what": "train", "units": 4000, "shape": "gru L1 H9", "params": 200,
-                          "bytes": 0},
+                          "bytes": 7000},
     })  # fmt: skip
     rec.save(tmp_path / f"rec{est.RECORD_SUFFIX}")
     assert est.records("rec")[0] == rec
@@ -51,8 +51,11 @@ def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
     assert seconds == pytest.approx(180.0) and disk == pytest.approx(15000) and rule.startswith("scaled")
     seconds, _, rule = pricer.price(job("train:d/rnn", work=Work("train", 2000, "rnn L1 H5", 50)))
     assert seconds == pytest.approx(4.0) and rule.startswith("shipped")  # 0.001 s/char x 2000 x 2
-    seconds, _, rule = pricer.price(job("train:d/lstm", work=Work("train", 2000, "lstm L2 H4", 400)))
+    seconds, disk, rule = pricer.price(job("train:d/lstm", work=Work("train", 2000, "lstm L2 H4", 400)))
     assert seconds == pytest.approx(80 / 4000 / 200 * 2000 * 400 * 2) and rule.startswith("by kind")
+    assert disk == 7000  # a training folder's size does not grow with the characters trained
+    seconds, disk, _ = pricer.price(job("train:d/gru-b", work=Work("train", 40000, "gru L1 H9", 200)))
+    assert seconds == pytest.approx(80 * 10 * 2) and disk == 7000  # ten times the characters, the same folder
     assert pricer.price(job("build:d/ngram", work=Work("build", 10, "ngram n=3")))[2].startswith("unpriced")
     assert pricer.analysis("cells", 10) == (pytest.approx(200.0), "recorded")
     assert pricer.analysis("cells:m1", 10)[0] == pytest.approx(80.0)  # a part of an analysis, by its key
