@@ -42,7 +42,7 @@ from probes.probe import (
     score,
 )
 
-from .common import source_digest
+from .common import short_label, source_digest
 from .context import Context, MissingInput
 
 ARCH_ORDER = list(ARCH_LABELS)
@@ -99,8 +99,7 @@ def unpack(arrays: dict[str, np.ndarray]) -> tuple[dict[str, pd.DataFrame], np.n
 
 
 def _model_label(row: pd.Series, with_seed: bool = False) -> str:
-    label = f"{ARCH_LABELS.get(row['arch'], row['arch'])} {int(row['layers'])}x{int(row['size'])}"
-    return label + (f" s{int(row['seed'])}" if with_seed else "")
+    return short_label(row) + (f" s{int(row['seed'])}" if with_seed else "")
 
 
 @lru_cache(maxsize=1)

@@ -142,8 +142,10 @@ def arch_rank(arch: str) -> int:
 
 
 def short_label(row) -> str:
-    """A configuration as the per-model tables name it: "lstm L1 H128"."""
-    return f"{row['arch']} L{int(row['layers'])} H{int(row['size'])}"
+    """A configuration as every table and sentence names it: "LSTM 1x128" (the architecture's label, layers x width)."""
+    from charlm.model import ARCH_LABELS
+
+    return f"{ARCH_LABELS.get(row['arch'], row['arch'])} {int(row['layers'])}x{int(row['size'])}"
 
 
 def lowest_seeds(models: pd.DataFrame) -> pd.DataFrame:

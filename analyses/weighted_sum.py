@@ -384,9 +384,12 @@ def findings(table: pd.DataFrame) -> list[Finding]:
                 "{gru_layers} GRU layers", v,
                 "reproduced" if every["sum_passed"] == every["gru_layers"] else "not reproduced", "ws-gru-average",
                 corpus))  # fmt: skip
+        same = f"{every['diagonal_min']:.1%}" == f"{every['diagonal_max']:.1%}"  # one number, not "100.0% to 100.0%"
         out.append(Finding(
-            "{corpus}: the current character's weight is its column's largest at {diagonal_min:.1%} to "
-            "{diagonal_max:.1%} of steps across {layers} model layers, against the paper's 'always'", v,
+            "{corpus}: the current character's weight is its column's largest at "
+            + ("{diagonal_min:.1%} of steps in each of" if same
+               else "{diagonal_min:.1%} to {diagonal_max:.1%} of steps across")
+            + " {layers} model layers, against the paper's 'always'", v,
             verdict(int(every["diagonal_always"]), int(every["layers"])), "ws-diagonal", corpus))  # fmt: skip
         if every["rare_of"]:
             out.append(Finding(

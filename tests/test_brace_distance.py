@@ -145,7 +145,7 @@ def test_a_model_perfect_on_braces_wins_by_one_minus_the_20grams_probability(c_c
     pd.testing.assert_frame_equal(result.table, df)
     result.save(tmp_path, "brace_distance")
     result = Result.load(tmp_path, "brace_distance")  # what the report reads back
-    s = result.tables["summary"].set_index("model").loc["lstm L1 H8"]
+    s = result.tables["summary"].set_index("model").loc["LSTM 1x8"]
     assert s["advantage"] == pytest.approx(0.7, abs=1e-5) and s["unmatched"] == 2 and s["matched"] == len(pairs)
     assert s["ahead"] == s["buckets"] == s["ci_above"]
     verdicts = {f.claim: f.verdict for f in result.findings if f.claim}
@@ -156,18 +156,18 @@ def test_a_model_perfect_on_braces_wins_by_one_minus_the_20grams_probability(c_c
     assert s_near["rho_far"] == 0  # a constant advantage beyond 60: no trend
     texts = [sentence(f) for f in result.findings]
     assert any("2 closing braces whose '{' lies before the split are dropped" in t for t in texts)
-    assert any("the lstm L1 H8 gives p('}') 1.000 against the 20-gram's 0.300" in t for t in texts)
+    assert any("the LSTM 1x8 gives p('}') 1.000 against the 20-gram's 0.300" in t for t in texts)
     table = brace_distance.ANALYSIS.summary_table(result)
     assert len(table) == lstm.shape[0] and (table["headline − 20-gram"] == 0.7).all()
     assert set(table.columns) >= {"LSTMs, mean", "GRUs, mean"}
     (appendix,) = brace_distance.ANALYSIS.appendix(result).values()
-    assert appendix.set_index("model").loc["lstm L1 H8", "all braces"] == pytest.approx(0.7, abs=1e-5)
+    assert appendix.set_index("model").loc["LSTM 1x8", "all braces"] == pytest.approx(0.7, abs=1e-5)
     plt.close(brace_distance.ANALYSIS.plot(result))
 
 
 def _summary(advantages: list[float], starts: list[int]) -> pd.DataFrame:
     """brace_distance.summary of a headline model whose advantage in the buckets starting at `starts` is given."""
-    rows = [{"corpus": "linux", "model": "lstm L1 H8", "arch": "lstm", "layers": 1, "size": 8, "budget": 8.0,
+    rows = [{"corpus": "linux", "model": "LSTM 1x8", "arch": "lstm", "layers": 1, "size": 8, "budget": 8.0,
              "seed": 0, "headline": True, "model_ce": 1.0, "ngram_ce": 0.9, "bucket": f"{a}-{b - 1}",
              "distance_from": a, "distance_to": b - 1, "median_distance": (a + b) / 2, "braces": 30, "p_model": 0.5,
              "p_ngram": 0.5 - adv, "advantage": adv, "ci_low": adv - 0.05, "ci_high": adv + 0.05,

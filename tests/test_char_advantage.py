@@ -66,13 +66,13 @@ def test_per_character_means_ranks_and_sides(tmp_path, artifacts):
     again = Result.load(tmp_path, "char_advantage")
     texts = [sentence(f) for f in again.findings]
     assert texts == [sentence(f) for f in result.findings]
-    assert any(t.startswith("fake: the lstm L1 H8 wins most on ␣ e, the 20-gram on a") or
-               t.startswith("fake: the lstm L1 H8 wins most on e ␣, the 20-gram on a") for t in texts)  # fmt: skip
+    assert any(t.startswith("fake: the LSTM 1x8 wins most on ␣ e, the 20-gram on a") or
+               t.startswith("fake: the LSTM 1x8 wins most on e ␣, the 20-gram on a") for t in texts)  # fmt: skip
     table = char_advantage.ANALYSIS.summary_table(again).set_index("corpus")
     assert table.loc["fake", "20-gram wins most on"].split()[0] == "a"
     assert table.loc["fake", "model wins most on"] in ("␣ e", "e ␣")
     (appendix,) = char_advantage.ANALYSIS.appendix(again).values()
-    assert appendix.set_index("model").loc["lstm L1 H8", "20-gram wins most on"].split()[0] == "a"
+    assert appendix.set_index("model").loc["LSTM 1x8", "20-gram wins most on"].split()[0] == "a"
     # the claims are about Linux and War and Peace: a run without them cannot test them
     untested = [f for f in again.findings if f.verdict == "untested"]
     assert {f.claim for f in untested} == {"ca-fig4-structure", "ca-fig4-return"}
@@ -124,7 +124,7 @@ def test_a_side_wins_only_characters_where_it_is_ahead_and_the_caption_counts_th
     assert (s["ahead"], s["behind"], s["chars"]) == (ahead, behind, chars)
     texts = [sentence(f) for f in result.findings]
     assert (
-        f"fake: the lstm L1 H8 has the higher mean p(correct) on {ahead} of {chars} characters, the 20-gram on "
+        f"fake: the LSTM 1x8 has the higher mean p(correct) on {ahead} of {chars} characters, the 20-gram on "
         f"{behind}" in " ".join(texts)
     )
 

@@ -194,7 +194,7 @@ def test_the_cells_within_005_of_fig1_are_counted_and_the_farthest_named():
     assert (row["worst_ce"], row["worst_paper"], row["worst_diff"]) == pytest.approx((1.281, 1.401, -0.120))
     verdict, text = _findings(values)["fig1-values"]
     assert verdict == "partly" and "4 of 6 cells within 0.05 nats of Fig 1" in text and "1.281 against 1.401" in text
-    assert f"farthest RNN 2 x {int(row['worst_size'])} (row 64)" in text  # the cell named whole: type, depth, width, row
+    assert f"farthest RNN 2 x {int(row['worst_size'])} (row 64)" in text  # the cell named whole, width included
     values[("warpeace", 64, "rnn", 2)] = paper[("warpeace", "rnn", 2, 64)]  # now on Fig 1's number
     assert _comparison(values, "within_fig1")["holds"] == 5
 

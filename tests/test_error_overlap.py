@@ -88,7 +88,7 @@ def test_venn_counts_match_hand_built_error_masks(tmp_path, artifacts):
     table = error_overlap.ANALYSIS.summary_table(result)
     assert len(table) == 1 and table["model errs %"].iloc[0] == pytest.approx(round(100 * 190 / T, 1))
     (appendix,) = error_overlap.ANALYSIS.appendix(result).values()
-    assert appendix.loc[appendix["model"] == "lstm L1 H8", "model errs %"].iloc[0] == pytest.approx(100 * 190 / T)
+    assert appendix.loc[appendix["model"] == "LSTM 1x8", "model errs %"].iloc[0] == pytest.approx(100 * 190 / T)
     plt.close(error_overlap.ANALYSIS.plot(result))
 
 
@@ -163,7 +163,7 @@ def test_the_findings_compare_cross_entropies_before_calling_the_model_weaker(tm
     view = error_overlap.per_model(result.table).iloc[0]
     assert view["model_errors"] > view["ngram_errors"] and (view["model_ce"] > view["ngram_ce"]) == weaker_in_ce
     text = " ".join(sentence(f) for f in result.findings)
-    assert "gru L1 H7" in text and "lstm L" not in text
+    assert "GRU 1x7" in text and "LSTM 1x" not in text
     assert ("is behind the n-gram in cross-entropy too" in text) == weaker_in_ce
     assert ("yet has the lower cross-entropy" in text) == (not weaker_in_ce)
     # the GRU errs more than both baselines (the n-NN makes no error): its set is not the smallest

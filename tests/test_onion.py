@@ -124,7 +124,7 @@ def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, art
     table = onion.by_role(as_wp, onion.summary(as_wp, 0.5)).set_index("model")
     assert table.loc["paper: best LSTM", "n-gram"] == "18 %"
     assert list(table.columns[:4]) == ["corpus", "params", "errors", "error rate"]
-    assert table.loc["large: lstm L1 H16", "errors"] == f"{given[('lstm', 16)]:,}"
+    assert table.loc["large: LSTM 1x16", "errors"] == f"{given[('lstm', 16)]:,}"
     assert table.loc["small − large: extra errors", "errors"] == f"{T - given[('lstm', 16)]:,}"
     ex = onion.examples(df)  # the large LSTM's errors, one per category group, in the appendix
     assert set(ex["corpus"]) == {"fake"} and "n-gram" in set(ex["group"]) and ex["example"].str.contains("«").all()
@@ -135,7 +135,7 @@ def test_every_error_lands_in_exactly_one_category_for_every_model(tmp_path, art
     assert s["large_errors"] == given[("lstm", 16)] and s["share_ngram"] == pytest.approx(large_share)
     assert s["extra"] == T - given[("lstm", 16)] and s["ratio"] == pytest.approx(s["large_params"] / s["small_params"])
     texts = [sentence(f) for f in result.findings]
-    assert f"fake: the large LSTM, lstm L1 H16, errs on {given[('lstm', 16)]:,} of {T:,} test characters" in texts[0]
+    assert f"fake: the large LSTM, LSTM 1x16, errs on {given[('lstm', 16)]:,} of {T:,} test characters" in texts[0]
     scaling = next(f for f in result.findings if f.claim == "onion-scaling")
     # the small LSTM's extra errors: the 3-gram's right answers at even positions are n-gram errors, a seventh of
     # them; the rest go to the other oracles: the n-gram errors are no majority

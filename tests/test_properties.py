@@ -82,7 +82,7 @@ def test_the_venn_diagram_draws_any_three_sets(region_counts, none):
     if total == 0:
         by_key[(False, False, False)] = total = 1
     sub = pd.DataFrame([{"model_err": k[0], "nnn_err": k[1], "ngram_err": k[2], "count": c, "positions": total,
-                         "model": "lstm L1 H8", "nnn_n": 3, "ngram_n": 5, "corpus": "c"}
+                         "model": "LSTM 1x8", "nnn_n": 3, "ngram_n": 5, "corpus": "c"}
                         for k, c in by_key.items()])  # fmt: skip
     fig, ax = plt.subplots()
     try:

@@ -204,8 +204,8 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
         assert row.sample == raw[:40].decode("utf-8", errors="replace").replace("\r\n", "\n")
     shares = samples.known_shares(df).set_index("model")
     lstm = df[df["arch"] == "lstm"]
-    assert shares.loc["lstm L1 H8", "words"] == lstm["words"].sum()  # the two seeds of one group pooled
-    assert shares.loc["lstm L1 H8", "share"] == pytest.approx(lstm["known_words"].sum() / lstm["words"].sum())
+    assert shares.loc["LSTM 1x8", "words"] == lstm["words"].sum()  # the two seeds of one group pooled
+    assert shares.loc["LSTM 1x8", "share"] == pytest.approx(lstm["known_words"].sum() / lstm["words"].sum())
     shown = samples.report_table(df)
     assert "sample_bytes" not in shown and shown["known_word_share"].between(0, 1).all()
     assert samples.ANALYSIS.plot(result) is None
@@ -213,18 +213,18 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
     corpus_row = result.tables["corpora"].iloc[0]
     assert corpus_row["words"] == df["words"].sum() and corpus_row["models"] == 3
     assert corpus_row["share"] == pytest.approx(df["known_words"].sum() / df["words"].sum())
-    assert corpus_row["headline"] == "lstm L1 H8" and corpus_row["headline_share"] == pytest.approx(
+    assert corpus_row["headline"] == "LSTM 1x8" and corpus_row["headline_share"] == pytest.approx(
         df[df["model_seed"] == 0].query("arch == 'lstm'")["known_words"].iloc[0]
         / df[df["model_seed"] == 0].query("arch == 'lstm'")["words"].iloc[0]
     )  # the headline LSTM is the lowest seed
     text = [sentence(f) for f in result.findings]
     assert len(text) == 2 and text[0].startswith("mb: ") and "sampled at temperature 0.8" in text[0]
-    assert text[1].startswith("mb: the headline lstm L1 H8 writes ")
+    assert text[1].startswith("mb: the headline LSTM 1x8 writes ")
     frames = [result.table, *result.tables.values()]
     assert all(unsupported_numbers(t, frames) == [] for t in text)
     section = samples.ANALYSIS.summary_table(result)
     assert (
-        list(section["model"]) == ["lstm L1 H8"] and len(section["sample (start)"].iloc[0]) <= samples.SECTION_CHARS + 1
+        list(section["model"]) == ["LSTM 1x8"] and len(section["sample (start)"].iloc[0]) <= samples.SECTION_CHARS + 1
     )
     appendix = samples.ANALYSIS.appendix(result)
     assert [len(t) for t in appendix.values()] == [2, 3]  # configurations (seeds pooled), then every model

@@ -278,3 +278,26 @@ def test_every_finding_states_only_numbers_its_tables_hold(tmp_path, artifacts):
     assert len(weighted_sum.ANALYSIS.summary_table(result)) <= 15
     (appendix,) = weighted_sum.ANALYSIS.appendix(result).values()
     assert len(appendix) == 5  # one row per model and layer
+
+
+def _summary_row(arch: str, diagonal_min: float, diagonal_max: float) -> dict:
+    ws = weighted_sum
+    return {"corpus": "fake", "arch": arch, "label": ws.LABELS.get(arch, "every model"), "models": 2, "layers": 3,
+            "identity_passed": 3, "identity_max_error": 1e-6, "state_max": 1.0, "gru_layers": 0, "sum_passed": 0,
+            "sum_max_error": np.nan, "diagonal_min": diagonal_min, "diagonal_max": diagonal_max,
+            "diagonal_always": 3, "rare_of": 0, "rare_found": 0, "rho_min": np.nan, "rho_max": np.nan,
+            "span_median": 4.0, "span_p90": 9.0, "beyond_bptt": 0.0, "tolerance": ws.TOLERANCE,
+            "always": ws.DIAGONAL_ALWAYS, "p_max": ws.RARE_P, "bptt": ws.BPTT}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "said"),
+    [
+        (0.99996, 1.0, "at 100.0% of steps in each of 3 model layers"),
+        (0.95, 1.0, "at 95.0% to 100.0% of steps across 3 model layers"),
+    ],
+)
+def test_the_diagonal_sentence_gives_one_number_when_its_range_rounds_to_one(low, high, said):
+    table = pd.DataFrame([_summary_row("lstm", low, high), _summary_row("all", low, high)])
+    (diagonal,) = [f for f in weighted_sum.findings(table) if f.claim == "ws-diagonal"]
+    assert said in sentence(diagonal)
