@@ -524,7 +524,23 @@ def cost_section(run: Run) -> list[str]:
         ranked = sorted(analyses.items(), key=lambda kv: -kv[1])
         lines += ["Analyses, longest first (wall seconds of each, beside the others on the workers):", ""]
         lines += table(["analysis", "seconds"], [[f"`{k}`", f"{v:,.1f}"] for k, v in ranked])
+    lines += work_bound(run.timings, run.measured)
     return lines
+
+
+def work_bound(timings: dict, measured: dict | None) -> list[str]:
+    """What the run's work alone says of its wall time: its jobs' and analyses' worker-seconds, spread perfectly over
+    its workers, plus rendering: no schedule finishes sooner (the cold default report's 5 minutes are judged by it)."""
+    workers = (measured or {}).get("workers")
+    jobs = sum(float(j.get("seconds") or 0) for j in (timings.get("jobs") or {}).values())
+    analyses = sum(float(v) for v in (timings.get("analyses") or {}).values())
+    if not workers or not (jobs or analyses):
+        return []
+    render = float(timings.get("render_s") or 0)
+    bound = (jobs + analyses) / int(workers) + render
+    return [f"Work: {_duration(jobs)} of model jobs and {_duration(analyses)} of analyses, in worker-seconds; on "
+            f"{workers} workers no schedule ends before {_duration(bound)} (the work spread evenly, then rendering "
+            f"{_duration(render)}).", ""]  # fmt: skip
 
 
 def profile_rows(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[CostRow]:

@@ -90,6 +90,8 @@ def test_results_hold_the_runs_numbers_beside_the_papers(build):
     )
     assert row in text
     assert "| `cells` | 61.2 |" in text or "| `cells` | 61.3 |" in text
+    # the work's bound: (30 s of jobs + 65.75 s of analyses) / 2 workers + 20 s of rendering = 67.9 s
+    assert "30 s of model jobs and 1 min 06 s of analyses" in text and "no schedule ends before 1 min 08 s" in text
     table = (out / "profile-table.md").read_text()
     assert row in table and "reports.docs" in table
 
