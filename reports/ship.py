@@ -82,9 +82,37 @@ def machine(threads: int) -> dict:
     }  # fmt: skip
 
 
-def training_order(configs: list) -> list:
-    """Fused architectures first, then the hand-written cells; within each, the order the profile plans them."""
-    return sorted(configs, key=lambda pair: pair[1].arch not in FUSED)
+PRIORITY = ("Levy's sets", "the ladder", "Fig 1's dropout rows", "minimal RNNs", "the rest")  # training_order's groups
+
+
+def priority(config, set_members: dict[str, int], dropout_cells: set, model_id: str) -> tuple[int, int]:
+    """Where a model trains in `training_order`: (its group in PRIORITY, its set's place among Levy's sets or 0)."""
+    record = archs.REGISTRY[config.arch]
+    if model_id in set_members:
+        return 0, set_members[model_id]
+    if record.family == "ladder":
+        return 1, 0
+    if (config.arch, config.layers, config.size) in dropout_cells:
+        return 2, 0
+    return (3 if record.family == "min" else 4), 0
+
+
+def training_order(pairs: list, sets: list[list] | None = None) -> list:
+    """The order the open issues ask for (docs/shipped-models.md): Levy's sets (each whole before the next: a set
+    ships only whole), the ladder's rungs, the cells of Fig 1 trained at several dropouts (all their dropouts, 0
+    included, so validation chooses among models of one stopping rule), minGRU and minLSTM, then the rest (Fig 1's
+    other rows); within a group, fused architectures first (they train fastest), then the profile's order.
+    `pairs` are (corpus, config); `sets` the (corpus, config) lists of Levy's sets in the order they should finish."""
+    ranks = priorities(pairs, sets)
+    keyed = [(ranks[c.model_id(corpus.key)], c.arch not in FUSED, k) for k, (corpus, c) in enumerate(pairs)]
+    return [pairs[k] for *_, k in sorted(keyed)]
+
+
+def priorities(pairs: list, sets: list[list] | None = None) -> dict[str, tuple[int, int]]:
+    """{model id: its `priority`} for (corpus, config) pairs and Levy's sets (see training_order)."""
+    members = {c.model_id(corpus.key): k for k, members_ in enumerate(sets or []) for corpus, c in members_}
+    dropout_cells = {(c.arch, c.layers, c.size) for _, c in pairs if c.dropout > 0}
+    return {c.model_id(corpus.key): priority(c, members, dropout_cells, c.model_id(corpus.key)) for corpus, c in pairs}
 
 
 def nnn_configs(profile, corpus) -> list:
@@ -103,18 +131,21 @@ def is_nnn(config) -> bool:
     return isinstance(config, NNNConfig)
 
 
-def train_all(profile_name: str, threads: int, only: list[str] | None, command: str) -> int:
-    """Train the profile's models in turn (the recurrent ones, then the n-NNs); several such processes (one per core)
-    share the list through locks."""
-    from charlm.plan import neural_configs
+def train_all(profile_name: str, threads: int, only: list[str] | None, command: str, dry_run: bool = False) -> int:
+    """Train the profile's models in turn (the recurrent ones in `training_order`, then the n-NNs); several such
+    processes (one per core) share the list through locks. `dry_run` prints the list and what each would do."""
+    from charlm.plan import ablation_sets, neural_configs
 
     profile = load_profile(profile_name)
-    planned, nnns = [], []
+    planned, nnns, sets = [], [], []
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
         planned += [(corpus, c) for c in neural_configs(profile, corpus, arg)]
         nnns += [(corpus, c) for c in nnn_configs(profile, corpus)]
-    planned = training_order(planned) + nnns
+        sets += [[(corpus, c) for c in members] for members in ablation_sets(profile, corpus, arg)]
+    sets.sort(key=lambda members: members[0][1].layers)  # every corpus's 1-layer set, then the 2-layer ones
+    groups = {m: PRIORITY[rank] for m, (rank, _) in priorities(planned, sets).items()}
+    planned = training_order(planned, sets) + nnns
     if only:  # in the order given: a model id where named, else its architecture's place ("nnn" for the n-NNs)
         rank = {name: k for k, name in reversed(list(enumerate(only)))}
 
@@ -123,7 +154,7 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
             return rank.get(c.model_id(corpus.key), rank.get("nnn" if is_nnn(c) else c.arch))
 
         planned = sorted((pair for pair in planned if place(pair) is not None), key=place)
-    revision = git_revision(Path(__file__).resolve().parent)
+    revision = None if dry_run else git_revision(Path(__file__).resolve().parent)
     for k, (corpus, config) in enumerate(planned, 1):
         from charlm.paths import complete_metrics, model_dir
 
@@ -134,6 +165,11 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
         shipped = shipped_folder(profile.name, corpus.artifact_name, out.name)
         if (shipped / MANIFEST).is_file() and damaged_files(shipped) is None:
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: shipped (models/), skipped", flush=True)
+            continue
+        if dry_run:
+            state = "resumes" if (out / "state.pt").is_file() else "to train"
+            group = groups.get(out.name, "the n-NNs")
+            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name} ({group}): {state}", flush=True)
             continue
         out.mkdir(parents=True, exist_ok=True)
         with training_lock(out) as holder:
@@ -546,6 +582,9 @@ def main(argv=None) -> int:
     train_p.add_argument(
         "--only", nargs="*", default=None, help="only these architectures (nnn: the n-NNs) or model ids, in this order"
     )
+    train_p.add_argument(
+        "--dry-run", action="store_true", help="list the models in the order they would train, and what each needs"
+    )
     pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
     pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     status_p = sub.add_parser("status", help="a markdown table of the profile's shipped models and their cost")
@@ -553,7 +592,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     command = "python -m reports.ship " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.command == "train":
-        return train_all(args.profile, args.threads, args.only or None, command)
+        return train_all(args.profile, args.threads, args.only or None, command, args.dry_run)
     if args.command == "status":
         return status(args.profile)
     return pack_all(args.profile)

@@ -203,6 +203,29 @@ def test_pending_models_are_whole_and_trained_by_the_papers_rule():
         assert not manifest["uncommitted_changes"] or not set(manifest["uncommitted_files"]) & training_sources()
 
 
+def test_training_follows_the_issues_order_levys_sets_whole_then_the_ladder_dropout_rows_minimal_rnns_the_rest():
+    class Key:  # a corpus as training_order reads it: its key
+        key = "k"
+
+    c = Key()
+
+    def cfg(arch, layers=1, size=8, dropout=0.0, seed=0):
+        return (c, TrainConfig("c", arch, layers, size, dropout, seed))
+
+    levy1 = [cfg("lstm"), cfg("lstm", seed=1), cfg("lstm-srnn")]
+    levy2 = [cfg("lstm", 2, 6), cfg("lstm-gates", 2, 6)]
+    rest, mingru = cfg("rnn", 1, 12), cfg("mingru", 1, 20)
+    ladder, gru_d0, gru_d1 = cfg("cbow", 1, 30), cfg("gru-paper", 1, 9), cfg("gru-paper", 1, 9, dropout=0.1)
+    rnn_d1 = cfg("rnn", 1, 14, dropout=0.1)
+    planned = [rest, gru_d0, mingru, *levy2, gru_d1, ladder, rnn_d1, *levy1]  # as a profile might plan them
+    order = ship.training_order(planned, [levy1, levy2])
+    # Levy's sets first, each whole, in the order given; the ladder; Fig 1's cells trained at several dropouts (their
+    # dropout-0 model too), the fused RNN before our GRU's kernel; minGRU; the rest
+    assert order == [*levy1, *levy2, ladder, rnn_d1, gru_d0, gru_d1, mingru, rest]
+    groups = {m: ship.PRIORITY[r] for m, (r, _) in ship.priorities(planned, [levy1, levy2]).items()}
+    assert groups[gru_d0[1].model_id("k")] == "Fig 1's dropout rows" and groups[rest[1].model_id("k")] == "the rest"
+
+
 def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
     snaps = [{"step": s} for s in (1, 2, 5, 10, 22, 47)]
     config = TrainConfig("c", "lstm", 1, 8, seed=0)
