@@ -300,8 +300,9 @@ class Ablations(Analysis):
         "Levy et al. measured word-level perplexity on PTB with Zaremba et al.'s tuned 2-layer LSTMs; ours are "
         "character-level cross-entropies with Karpathy et al.'s recipe, so gaps are compared in units of the LSTM's "
         "seed std, not in perplexity points.",
-        "Each ablation is trained at one seed, at the LSTM's width (so with fewer parameters); the LSTM's seed std "
-        "comes from its few seeds and is itself uncertain.",
+        "Each ablation is trained at the LSTM's width (so with fewer parameters), at one seed, or at the LSTM's "
+        "seeds where the profile names it (`noise_seeds`: its gap was within noise at one seed), and then its mean "
+        "stands for it; the LSTM's seed std comes from its few seeds and is itself uncertain.",
         "On the same yardstick Levy et al.'s own Table 1 puts - S-RNN and - S-RNN - HIDDEN beyond the noise "
         "threshold: the paper's 'within a few points' is in perplexity; the findings give their count beside ours.",
     )
