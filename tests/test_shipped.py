@@ -27,7 +27,7 @@ from charlm.checkpoint import load_payload
 from charlm.model import CharLM
 from charlm.plan import load_profile, plan_left_out, planned_model_ids
 from charlm.train import TrainConfig, train
-from reports import ship
+from reports import ship, ship_pack
 from reports.pipeline import RunOptions, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -229,14 +229,14 @@ def test_training_follows_the_issues_order_levys_sets_whole_then_the_ladder_drop
 def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
     snaps = [{"step": s} for s in (1, 2, 5, 10, 22, 47)]
     config = TrainConfig("c", "lstm", 1, 8, seed=0)
-    assert ship.shipped_snapshots(config, snaps, headline=True) == snaps
-    assert [s["step"] for s in ship.shipped_snapshots(config, snaps, headline=False)] == [1, 2, 47]
+    assert ship_pack.shipped_snapshots(config, snaps, headline=True) == snaps
+    assert [s["step"] for s in ship_pack.shipped_snapshots(config, snaps, headline=False)] == [1, 2, 47]
     other_seed = TrainConfig("c", "lstm", 1, 8, seed=1)
-    assert [s["step"] for s in ship.shipped_snapshots(other_seed, snaps, headline=False)] == [1]
+    assert [s["step"] for s in ship_pack.shipped_snapshots(other_seed, snaps, headline=False)] == [1]
     deeper = TrainConfig("c", "gru-paper", 2, 8, seed=0)  # Fig 1's grid beyond one layer: its first snapshot only
-    assert [s["step"] for s in ship.shipped_snapshots(deeper, snaps, headline=False)] == [1]
-    assert ship.shipped_snapshots(TrainConfig("c", "lstm", 3, 8, seed=0), snaps, headline=True) == snaps
-    assert ship.shipped_snapshots(config, [], headline=True) == []
+    assert [s["step"] for s in ship_pack.shipped_snapshots(deeper, snaps, headline=False)] == [1]
+    assert ship_pack.shipped_snapshots(TrainConfig("c", "lstm", 3, 8, seed=0), snaps, headline=True) == snaps
+    assert ship_pack.shipped_snapshots(config, [], headline=True) == []
 
 
 @pytest.fixture
@@ -263,7 +263,7 @@ def tiny_shipped(tmp_path, monkeypatch, small_text_file):
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
     monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
     assert ship.main(["train", "--profile", str(toml)]) == 0
-    ship.pack_all(str(toml), root=tmp_path / "models")
+    ship_pack.pack_all(str(toml), root=tmp_path / "models")
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))  # a fresh clone: nothing trained
     return load_profile(str(toml))
 
@@ -369,7 +369,7 @@ def tiny_nnn_shipped(tmp_path, monkeypatch, small_text_file):
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
     monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
     assert ship.main(["train", "--profile", str(toml), "--only", "nnn"]) == 0
-    ship.pack_all(str(toml), root=tmp_path / "models")
+    ship_pack.pack_all(str(toml), root=tmp_path / "models")
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))  # a fresh clone: nothing trained
     return load_profile(str(toml))
 
@@ -431,7 +431,7 @@ def test_a_profile_that_ships_its_models_leaves_out_those_not_shipped_yet(tiny_n
 
 
 def test_status_tables_each_shipped_models_wall_and_cpu_seconds(tiny_shipped, tmp_path, capsys):
-    assert ship.status(str(tmp_path / "tiny.toml"), root=tmp_path / "models") == 0
+    assert ship_pack.status(str(tmp_path / "tiny.toml"), root=tmp_path / "models") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| corpus | model | epochs | stopped | training s | CPU s | best val | shipped MB |"
     rows = [line.split(" | ") for line in lines[2:] if line.startswith("| small")]
@@ -445,11 +445,11 @@ def test_cpu_seconds_are_summed_over_sessions_and_unknown_when_one_was_interrupt
                   "machine": {}, "started": "t0", "finished": finished, "wall_seconds": 10.0}  # fmt: skip
         return record if cpu is None else {**record, "cpu_seconds": cpu}
 
-    assert ship._provenance([session("t1", 4.0), session("t2", 5.5)])["cpu_seconds"] == 9.5
+    assert ship_pack._provenance([session("t1", 4.0), session("t2", 5.5)])["cpu_seconds"] == 9.5
     killed = {**session(None), "interrupted": True}  # killed before anything was recorded: unknown
-    assert ship._provenance([killed, session("t2", 5.5)])["cpu_seconds"] is None
+    assert ship_pack._provenance([killed, session("t2", 5.5)])["cpu_seconds"] is None
     killed_later = {**session(None, 3.0), "interrupted": True}  # its last record of CPU seconds counts
-    assert ship._provenance([killed_later, session("t2", 5.5)])["cpu_seconds"] == 8.5
+    assert ship_pack._provenance([killed_later, session("t2", 5.5)])["cpu_seconds"] == 8.5
 
 
 def test_a_training_sessions_cpu_seconds_are_on_record_while_it_runs(tmp_path, monkeypatch):
@@ -484,13 +484,13 @@ ships_models = true\n[train]\nmax_chars = 2000\neval_chars = 500\nbatch_size = 4
     levy += '[ablations]\narchs = ["lstm-gates"]\nlayers = 1\nbudget = 8\nlstm_seeds = [0]\n'
     toml.write_text(head + "epochs = 2\n" + levy)  # the earlier rule
     assert ship.main(["train", "--profile", str(toml)]) == 0
-    ship.pack_all(str(toml), root=tmp_path / "models")
+    ship_pack.pack_all(str(toml), root=tmp_path / "models")
     old = sorted(p.name for p in (tmp_path / "models" / "tiny").glob("*/*"))
     assert len(old) == 2
 
     toml.write_text(head + "epochs = 3\n" + levy)  # the papers' rule: the same two models, new ids
     assert ship.main(["train", "--profile", str(toml), "--only", "lstm"]) == 0  # the yardstick first
-    ship.pack_all(str(toml), root=tmp_path / "models")
+    ship_pack.pack_all(str(toml), root=tmp_path / "models")
     (waiting,) = (tmp_path / "models" / "pending" / "tiny").glob("*/lstm-L1-*")
     assert sorted(p.name for p in (tmp_path / "models" / "tiny").glob("*/*")) == old  # nothing mixed in yet
     profile = load_profile(str(toml))
@@ -500,7 +500,7 @@ ships_models = true\n[train]\nmax_chars = 2000\neval_chars = 500\nbatch_size = 4
 
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "trained"))
     assert ship.main(["train", "--profile", str(toml)]) == 0
-    ship.pack_all(str(toml), root=tmp_path / "models")
+    ship_pack.pack_all(str(toml), root=tmp_path / "models")
     new = sorted(p.name for p in (tmp_path / "models" / "tiny").glob("*/*"))
     assert len(new) == 2 and not set(new) & set(old) and waiting.name in new
     assert not list((tmp_path / "models" / "pending").glob("*/*/*"))  # moved, not copied

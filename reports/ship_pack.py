@@ -1,0 +1,305 @@
+"""Shipped models, packed: each finished model copied into models/<profile>/ (or models/pending/<profile>/ while its
+Levy set is not whole) with the snapshots the analyses read, its metrics and a manifest holding its provenance and the
+sha256 of every file; a set that becomes whole moves in together and retires the old-rule models it replaces; `status`
+tables what shipped and what it cost. Training them is reports/ship.py; the command line is `python -m reports.ship`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import corpora
+from charlm.plan import load_profile
+from charlm.shipped import MANIFEST, SHIPPED_ROOT, damaged_files, shipped_folder
+from corpora import atomic
+from corpora.errors import UserError
+
+from .ship import PROVENANCE, is_nnn, nnn_configs
+
+
+def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dict]:
+    """The snapshots a model ships (the repository's budget for shipped models is 100 MB, issues 19 and 22):
+
+    - every model: its first snapshot, which the provenance test retrains to (tests/test_shipped.py);
+    - the headline model (the profile's largest-row, deepest LSTM, seed 0, on each corpus): every snapshot, for
+      training_dynamics (Karpathy et al. Fig 5 right follows that LSTM over its first 3 epochs);
+    - every other 1-layer seed-0 model: every fourth snapshot counted back from the last (the last included), for
+      vanishing along training (it reads seed 0 of each configuration) and training_dynamics (every second
+      would take the 32 one-layer models past 60 MB: measured, 64 MB);
+    - the deeper models of Fig 1's grid (issue 22) and the other seeds: none besides the first (the analyses read
+      their final checkpoints; vanishing profiles them at initialisation and after training).
+    """
+    if not snapshots:
+        return []
+    if headline:
+        keep = set(range(len(snapshots)))
+    elif config.seed == 0 and config.layers == 1:
+        keep = set(range(len(snapshots) - 1, -1, -4))
+    else:
+        keep = set()
+    keep.add(0)
+    return [snap for k, snap in enumerate(snapshots) if k in keep]
+
+
+def pack_one(source: Path, folder: Path, profile: str, headline: bool) -> dict:
+    """Copy one finished model into its shipped folder with its manifest; returns the manifest."""
+    from charlm.checkpoint import file_sha256
+    from charlm.train import TrainConfig
+
+    metrics = json.loads((source / "metrics.json").read_text())
+    provenance = json.loads((source / PROVENANCE).read_text())
+    config = TrainConfig(**metrics["train_config"])
+    snapshots = shipped_snapshots(config, metrics.get("snapshots") or [], headline)
+    stage = folder.with_name(folder.name + ".packing")
+    shutil.rmtree(stage, ignore_errors=True)
+    (stage / "snapshots").mkdir(parents=True)
+    names = ["checkpoint.pt"] + [snap["file"] for snap in snapshots]
+    for name in names:
+        shutil.copyfile(source / name, stage / name)
+        if file_sha256(stage / name) != (
+            metrics["checkpoint_sha256"]
+            if name == "checkpoint.pt"
+            else next(s["sha256"] for s in snapshots if s["file"] == name)
+        ):
+            raise UserError(f"{source / name} is not the file its metrics.json recorded: retrain {source.name}")
+    shipped_metrics = {**metrics, "snapshots": snapshots, "snapshots_trained": len(metrics.get("snapshots") or [])}
+    atomic.write_json(stage / "metrics.json", shipped_metrics)
+    manifest = {
+        "model_id": metrics["model_id"],
+        "profile": profile,
+        "corpus": metrics.get("corpus"),
+        "corpus_key": metrics.get("corpus_key"),
+        "train_config": metrics["train_config"],
+        **_provenance(provenance["sessions"]),
+        "training_seconds": metrics["seconds"],
+        "epochs": len(metrics["epochs"]),
+        "stopped": metrics["stopped"],
+        "best_val_loss": metrics["best_val_loss"],
+    }
+    return _finish(stage, folder, names, manifest)
+
+
+def pack_nnn(source: Path, folder: Path, profile: str) -> dict:
+    """Copy one finished n-NN into its shipped folder with its manifest; returns the manifest.
+
+    It ships the chosen hidden size's checkpoint, that grid member's weights after its first step (the provenance
+    test retrains to them) and the grid's metrics.json, with the chosen member's validation curve added.
+    """
+    from charlm.checkpoint import file_sha256
+
+    metrics = json.loads((source / "metrics.json").read_text())
+    provenance = json.loads((source / PROVENANCE).read_text())
+    member = source / f"H{metrics['best_hidden']}"
+    member_metrics = json.loads((member / "metrics.json").read_text())
+    if not member_metrics.get("snapshots"):
+        raise UserError(f"{member} kept no first-step weights: train it with `python -m reports.ship train`")
+    first = member_metrics["snapshots"][0]
+    stage = folder.with_name(folder.name + ".packing")
+    shutil.rmtree(stage, ignore_errors=True)
+    (stage / "snapshots").mkdir(parents=True)
+    for src, name, sha256 in (
+        (source / "checkpoint.pt", "checkpoint.pt", metrics["checkpoint_sha256"]),
+        (member / first["file"], first["file"], first["sha256"]),
+    ):
+        shutil.copyfile(src, stage / name)
+        if file_sha256(stage / name) != sha256:
+            raise UserError(f"{src} is not the file its metrics.json recorded: retrain {source.name}")
+    chosen = {
+        "hidden": metrics["best_hidden"],
+        "epochs": member_metrics["epochs"],
+        "stopped": member_metrics["stopped"],
+    }
+    # "first_step_snapshot", not "snapshots": the analyses read a model's snapshots list as its training snapshots
+    atomic.write_json(stage / "metrics.json", {**metrics, "first_step_snapshot": first, "chosen_member": chosen})
+    manifest = {
+        "kind": "nnn",
+        "model_id": metrics["model_id"],
+        "profile": profile,
+        "corpus": metrics.get("corpus"),
+        "corpus_key": metrics.get("corpus_key"),
+        "nnn_config": metrics["config"],
+        "hidden": metrics["best_hidden"],
+        **_provenance(provenance["sessions"]),
+        "training_seconds": metrics["seconds"],  # the whole grid
+        "epochs": len(member_metrics["epochs"]),
+        "stopped": member_metrics["stopped"],
+        "best_val_loss": metrics["best_val_loss"],
+    }
+    return _finish(stage, folder, ["checkpoint.pt", first["file"]], manifest)
+
+
+def _uncommitted_files(sessions: list[dict]) -> list[str] | None:
+    files = set()
+    for s in sessions:
+        if s["git"]["uncommitted_changes"] and s["git"].get("uncommitted_files") is None:
+            return None
+        files |= set(s["git"].get("uncommitted_files") or [])
+    return sorted(files)
+
+
+def _provenance(sessions: list[dict]) -> dict:
+    """How a model was made, from the sessions that trained it (provenance.json)."""
+    return {
+        "command": sessions[0]["command"],
+        "git_revisions": sorted({s["git"]["commit"] for s in sessions if s["git"]["commit"]}),
+        "uncommitted_changes": any(s["git"]["uncommitted_changes"] for s in sessions),
+        # None when a dirty session did not record which files (unknown)
+        "uncommitted_files": _uncommitted_files(sessions),
+        "date": sessions[-1]["finished"],
+        "machine": sessions[-1]["machine"],
+        "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 3),  # interrupted ones: unknown
+        # None when a session predates the record (models trained before CPU seconds were recorded, or killed
+        # before they were recorded every CPU_RECORD_S); a killed session counts its last record, at most
+        # CPU_RECORD_S short (and the work since its last resume state is done, and counted, again)
+        "cpu_seconds": (
+            round(sum(s["cpu_seconds"] for s in sessions), 3) if all("cpu_seconds" in s for s in sessions) else None
+        ),
+        "sessions": sessions,
+    }
+
+
+def _finish(stage: Path, folder: Path, names: list[str], manifest: dict) -> dict:
+    """Write the manifest (every file's sha256 and size) into the staged folder and move it into place."""
+    from charlm.checkpoint import file_sha256
+
+    manifest["files"] = {n: {"sha256": file_sha256(stage / n), "bytes": (stage / n).stat().st_size}
+                         for n in names + ["metrics.json"]}  # fmt: skip
+    atomic.write_json(stage / MANIFEST, manifest)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    stage.rename(folder)
+    return manifest
+
+
+PENDING = "pending"  # models/pending/<profile>/: finished models of a set not yet whole (pack_all)
+
+
+def pack_all(profile_name: str, root: Path | None = None) -> int:
+    """Pack every finished (complete, with provenance) model of the profile; report what is still to train.
+
+    Levy's table at one depth (charlm.plan.ablation_sets) ships only whole: its verdict compares its members, so
+    while one is still training the finished ones wait in models/pending/<profile>/ and move into models/<profile>/
+    together. A model packed into models/<profile>/ retires the stand-in it replaces: the shipped model of the same
+    configuration trained by an earlier stopping rule (charlm.kinds.recurrent, `stand_in`)."""
+    from charlm.paths import complete_metrics, model_dir
+    from charlm.plan import ablation_sets, headline_config, neural_configs
+
+    profile = load_profile(profile_name)
+    root = root or SHIPPED_ROOT
+    packed, waiting, pending, total_bytes = 0, 0, [], 0
+    for arg in profile.corpora:
+        corpus = corpora.load(arg, split_mode=profile.splits)
+        configs = neural_configs(profile, corpus, arg)
+        headline = headline_config(configs, corpus.vocab_size)
+        sets = {}  # model id -> the ids of the set it ships with
+        for members in ablation_sets(profile, corpus, arg):
+            ids = [c.model_id(corpus.key) for c in members]
+            sets.update(dict.fromkeys(ids, ids))
+
+        waiting_room = f"{PENDING}/{profile.name}"
+
+        def finished(model_id: str, name=corpus.artifact_name, rooms=(profile.name, waiting_room)) -> bool:
+            source = model_dir(name, model_id)
+            return bool(complete_metrics(source / "metrics.json") and (source / PROVENANCE).is_file()) or any(
+                whole(shipped_folder(room, name, model_id, root)) for room in rooms
+            )
+
+        for config in configs + nnn_configs(profile, corpus):
+            model_id = config.model_id(corpus.key)
+            source = model_dir(corpus.artifact_name, model_id)
+            folder = shipped_folder(profile.name, corpus.artifact_name, model_id, root)
+            held = shipped_folder(waiting_room, corpus.artifact_name, model_id, root)
+            if whole(folder):
+                total_bytes += _shipped_bytes(folder)
+                continue  # shipped before and whole
+            if not finished(model_id):
+                pending.append(f"{corpus.name}/{model_id}")
+                continue
+            ships = all(finished(m) for m in sets.get(model_id, [model_id]))
+            target = folder if ships else held
+            if whole(held) and ships:
+                folder.parent.mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(folder, ignore_errors=True)
+                held.rename(folder)  # its set is whole: it moves in with the rest
+                print(f"[ship] moved {held} into {folder}", flush=True)
+            elif not whole(target):
+                if is_nnn(config):
+                    pack_nnn(source, target, profile.name)
+                else:
+                    pack_one(source, target, profile.name, config == headline)
+                print(f"[ship] packed {target}" + ("" if ships else " (its set is not whole yet)"), flush=True)
+            if ships:
+                packed += 1
+                total_bytes += _shipped_bytes(folder)
+                retire_stand_ins(folder, root)
+            else:
+                waiting += 1
+    print(f"[ship] {packed} shipped now, {waiting} waiting for their set in {root / PENDING}; shipped in all: "
+          f"{total_bytes / 1e6:.1f} MB; still to train: {', '.join(pending) if pending else 'none'}")  # fmt: skip
+    return 0
+
+
+def whole(folder: Path) -> bool:
+    """A shipped folder whose manifest lists every file with its sha256."""
+    return (folder / MANIFEST).is_file() and damaged_files(folder) is None
+
+
+def _shipped_bytes(folder: Path) -> int:
+    return sum(e["bytes"] for e in json.loads((folder / MANIFEST).read_text())["files"].values())
+
+
+def retire_stand_ins(folder: Path, root: Path) -> list[str]:
+    """Remove the shipped models that stood in for the one in `folder`: same corpus, same configuration but for
+    when training stopped, another id. Returns the ids removed."""
+    from charlm.kinds.recurrent import _manifests_in, _training_key
+
+    manifest = json.loads((folder / MANIFEST).read_text())
+    config = manifest.get("train_config")
+    if not config:
+        return []  # an n-NN: nothing stands in for it
+    removed = []
+    for other in sorted(folder.parent.glob(f"*/{MANIFEST}")):
+        theirs = json.loads(other.read_text())
+        same = theirs.get("train_config") and _training_key(theirs["train_config"]) == _training_key(config)
+        if same and theirs["model_id"] != manifest["model_id"] and theirs.get("corpus_key") == manifest["corpus_key"]:
+            shutil.rmtree(other.parent)
+            removed.append(theirs["model_id"])
+            print(f"[ship] removed {other.parent.name}: {manifest['model_id']} replaces it", flush=True)
+    _manifests_in.cache_clear()
+    return removed
+
+
+def status(profile_name: str, root: Path | None = None) -> int:
+    """A markdown table of the profile's models: shipped (with their training cost) or still to train."""
+    from charlm.plan import neural_configs
+
+    profile = load_profile(profile_name)
+    print("| corpus | model | epochs | stopped | training s | CPU s | best val | shipped MB |")
+    print("|---|---|---|---|---|---|---|---|")
+    totals = {"seconds": 0.0, "cpu": 0.0, "cpu_models": 0, "bytes": 0, "shipped": 0, "planned": 0}
+    for arg in profile.corpora:
+        corpus = corpora.load(arg, split_mode=profile.splits)
+        for config in neural_configs(profile, corpus, arg) + nnn_configs(profile, corpus):
+            model_id = config.model_id(corpus.key)
+            totals["planned"] += 1
+            manifest_path = shipped_folder(profile.name, corpus.artifact_name, model_id, root) / MANIFEST
+            if not manifest_path.is_file():
+                print(f"| {corpus.name} | {model_id} | | not shipped yet | | | | |")
+                continue
+            m = json.loads(manifest_path.read_text())
+            size = sum(e["bytes"] for e in m["files"].values())
+            totals["seconds"] += m["training_seconds"]
+            totals["bytes"] += size
+            totals["shipped"] += 1
+            cpu = m.get("cpu_seconds")  # recorded since issue 22; None for the models trained before
+            if cpu is not None:
+                totals["cpu"] += cpu
+                totals["cpu_models"] += 1
+            print(f"| {corpus.name} | {model_id} | {m['epochs']} | {m['stopped']} | {m['training_seconds']:.0f} | "
+                  f"{'' if cpu is None else f'{cpu:.0f}'} | {m['best_val_loss']:.4f} | {size / 1e6:.1f} |")  # fmt: skip
+    print(f"\n{totals['shipped']} of {totals['planned']} models shipped; {totals['seconds'] / 3600:.2f} h of training "
+          f"(wall seconds of one single-thread worker each; CPU seconds recorded for {totals['cpu_models']} of them: "
+          f"{totals['cpu'] / 3600:.2f} h); {totals['bytes'] / 1e6:.1f} MB")  # fmt: skip
+    return 0
