@@ -1,0 +1,212 @@
+"""What report runs cost, as `python -m reports.docs` writes it: the cost section of docs/results.md (one run: its wall
+time, estimate, memory, disk, work by phase and the bound its work sets), docs/profile-table.md (every run and
+profile record) and the README's table of profiles (the records kept with the suite, between its markers).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpora import atomic
+from corpora.errors import UserError
+
+from .docs_run import PROFILES_DIR, RECORD_SUFFIX, REPO, Run, _duration, _read_json, table
+
+
+@dataclass
+class CostRow:
+    """What one run cost, from its timings.json (or a profile's record, charlm.estimate.Record)."""
+
+    profile: str
+    source: str
+    date: str
+    git: str
+    machine: str
+    workers: str
+    wall_s: float | None
+    estimate_s: float | None
+    peak_mb: float | None
+    artifacts_bytes: float | None
+    model_jobs: int | None
+    unpriced: int = 0  # jobs the estimate had no record for (counted as 0 s: the estimate is a lower bound)
+
+    def cells(self) -> list:
+        estimate = _duration(self.estimate_s)
+        if self.unpriced and self.estimate_s:
+            estimate = f"at least {estimate} ({self.unpriced} jobs unpriced)"
+        if self.estimate_s == 0:
+            estimate = "0 s (no record priced it)"
+        machine = self.machine + (f", {self.workers} workers" if self.workers != "—" else "")
+        return [
+            self.profile, f"{self.date}, git {self.git}", machine, _duration(self.wall_s), estimate,
+            "—" if self.peak_mb is None else f"{self.peak_mb:,.0f} MB",
+            "—" if self.artifacts_bytes is None else f"{self.artifacts_bytes / 1e9:.2f} GB",
+            "—" if self.model_jobs is None else self.model_jobs,
+        ]  # fmt: skip
+
+
+COST_HEADER = ["profile", "measured", "machine", "wall time", "estimate at start", "peak memory", "artifacts disk",
+               "model jobs run"]  # fmt: skip
+
+
+def sources(rows: list[CostRow]) -> list[str]:
+    return ["From " + "; ".join(f"{r.profile}: {r.source}" for r in rows) + ".", ""]
+
+
+def cost_row(profile: str, timings: dict, source: str, fallback_date: str = "not recorded") -> CostRow:
+    m = timings.get("measured") or {}
+    phases = m.get("phases_s") or {}
+    machine = m.get("machine") or {}
+    wall = phases.get("total", timings.get("total"))  # an older run's timings.json holds the phases at its top
+    jobs = timings.get("jobs")
+    return CostRow(
+        profile=profile,
+        source=source,
+        date=str(m.get("date") or fallback_date),
+        git=str(m.get("git") or "not recorded"),
+        machine=f"{machine.get('cpu', '?')}, {machine.get('cores', '?')} cores" if machine else "not recorded",
+        workers=str(m.get("workers", "—")),
+        wall_s=wall if isinstance(wall, (int, float)) else None,
+        estimate_s=m.get("estimate_s"),
+        peak_mb=m.get("peak_rss_mb"),
+        artifacts_bytes=m.get("artifacts_bytes"),
+        model_jobs=len(jobs) if isinstance(jobs, dict) else None,
+        unpriced=int(m.get("estimate_unpriced") or 0),
+    )
+
+
+def cost_section(run: Run) -> list[str]:
+    lines = ["## Profile cost", "", run.generated(), ""]
+    if run.timings is None:
+        return lines + run.missing("timings.json", "cost")
+    row = cost_row(run.profile, run.timings, f"`{run.path('timings.json')}`", run.date)
+    lines += [
+        "The run's own wall time (planning, model jobs, analyses, rendering; not creating the virtual environment); "
+        "cold only when it started from an empty artifacts folder (`CHARLM_ARTIFACTS=$(mktemp -d) make report "
+        f"PROFILE={run.profile}`): a run that found everything cached ran no model jobs. The estimate is the one "
+        "printed at its start (charlm.estimate, from the profile's recorded cold run); peak memory is the largest "
+        "process's resident set; artifacts the whole artifacts folder after the run.",
+        "",
+    ]
+    lines += table(COST_HEADER, [row.cells()]) + sources([row])
+    if not run.measured:
+        phases = {k: v for k, v in run.timings.items() if isinstance(v, (int, float))}
+        lines += [
+            "This run's `timings.json` is of an older format (its phases only: no date, git, estimate, peak memory "
+            f"or artifacts); {run.make()} with this checkout records them.",
+            "",
+        ]
+        if phases:
+            lines += table(["phase", "wall time"], [[k, _duration(v)] for k, v in phases.items()])
+        return lines
+    phases = run.measured.get("phases_s") or {}
+    if phases:
+        lines += ["Wall time by phase:", ""]
+        names = {"jobs": "models and analyses (one job graph)", "render": "model index, HTML and PDF"}
+        lines += table(["phase", "wall time"], [[names.get(k, k), _duration(v)] for k, v in phases.items()])
+    jobs = run.timings.get("jobs") or {}
+    if jobs:
+        work: dict[str, list] = {}
+        for j in jobs.values():
+            w = work.setdefault(j.get("what", "?"), [0, 0.0, 0])
+            w[0] += 1
+            w[1] += float(j.get("seconds") or 0)
+            w[2] += int(j.get("bytes") or 0)
+        lines += ["Model jobs by work (seconds of one worker each; the workers run them side by side):", ""]
+        rows = [[k, n, _duration(s), f"{b / 1e9:.2f} GB"] for k, (n, s, b) in sorted(work.items())]
+        lines += table(["work", "jobs", "worker time", "their model folders (bytes after the job)"], rows)
+    analyses = run.timings.get("analyses") or {}
+    if analyses:
+        ranked = sorted(analyses.items(), key=lambda kv: -kv[1])
+        lines += ["Analyses, longest first (wall seconds of each, beside the others on the workers):", ""]
+        lines += table(["analysis", "seconds"], [[f"`{k}`", f"{v:,.1f}"] for k, v in ranked])
+    lines += work_bound(run.timings, run.measured)
+    return lines
+
+
+def work_bound(timings: dict, measured: dict | None) -> list[str]:
+    """What the run's work alone says of its wall time: its jobs' and analyses' worker-seconds, spread perfectly over
+    its workers, plus rendering: no schedule finishes sooner (the cold default report's 5 minutes are judged by it)."""
+    workers = (measured or {}).get("workers")
+    jobs = sum(float(j.get("seconds") or 0) for j in (timings.get("jobs") or {}).values())
+    analyses = sum(float(v) for v in (timings.get("analyses") or {}).values())
+    if not workers or not (jobs or analyses):
+        return []
+    render = float(timings.get("render_s") or 0)
+    bound = (jobs + analyses) / int(workers) + render
+    return [f"Work: {_duration(jobs)} of model jobs and {_duration(analyses)} of analyses, in worker-seconds; on "
+            f"{workers} workers no schedule ends before {_duration(bound)} (the work spread evenly, then rendering "
+            f"{_duration(render)}).", ""]  # fmt: skip
+
+
+def profile_rows(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[CostRow]:
+    """A row per profile run in build_dir (its data/timings.json), then per profile record kept with the suite."""
+    rows = []
+    for path in sorted(Path(build_dir).glob("*/data/timings.json")):
+        timings = _read_json(path)
+        if isinstance(timings, dict):
+            profile = path.parent.parent.name
+            rows.append(cost_row(profile, timings, f"`{path}`", Run(profile, path.parent).date))
+    for path in sorted(Path(records_dir).glob(f"*{RECORD_SUFFIX}")):
+        record = _read_json(path)
+        if isinstance(record, dict) and record.get("measured"):
+            name = record.get("profile") or path.name[: -len(RECORD_SUFFIX)]
+            where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+            rows.append(cost_row(name, record, f"`{where}` (the profile's record)"))
+    return rows
+
+
+def profile_table(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[str]:
+    rows = profile_rows(build_dir, records_dir)
+    lines = ["# What a report run costs, per profile", ""]
+    if not rows:
+        return lines + [
+            f"*No run to read: no `{build_dir}/<profile>/data/timings.json` and no `charlm/profiles/*{RECORD_SUFFIX}`; "
+            "`make report PROFILE=<profile>` writes the first.*",
+            "",
+        ]
+    lines += [
+        "Generated by `python -m reports.docs` from the runs named below the table (each row: its run's date and "
+        "git). Wall time is the report run's own, cold only when it started from an empty artifacts folder "
+        "(`CHARLM_ARTIFACTS=$(mktemp -d) make report PROFILE=<profile>`; a warm run ran no model jobs); the "
+        "estimate is the one printed at the run's start; peak memory the largest process's resident set.",
+        "",
+    ]
+    return lines + table(COST_HEADER, [r.cells() for r in rows]) + sources(rows)
+
+
+README_START = "<!-- profiles: written by `make docs` from charlm/profiles/*.timings.json; do not edit -->"
+README_END = "<!-- /profiles -->"
+README_HEADER = ["profile", "what it is", "cold `make report`", "estimate at its start", "peak memory", "artifacts",
+                 "measured"]  # fmt: skip
+
+
+def readme_table(records_dir: Path = PROFILES_DIR) -> list[str]:
+    """The README's table of profiles: one row per profile record kept with the suite (a cold run each)."""
+    rows = []
+    for path in sorted(Path(records_dir).glob(f"*{RECORD_SUFFIX}")):
+        record = _read_json(path)
+        if not (isinstance(record, dict) and record.get("measured")):
+            continue
+        name = record.get("profile") or path.name[: -len(RECORD_SUFFIX)]
+        toml = Path(records_dir) / f"{name}.toml"
+        about = tomllib.loads(toml.read_text()).get("summary", "") if toml.is_file() else ""
+        c = cost_row(name, record, "")
+        rows.append([f"`{name}`", about, _duration(c.wall_s), c.cells()[4], c.cells()[5], c.cells()[6],
+                     f"{c.date}, {c.machine}, {c.workers} workers, git {c.git}"])  # fmt: skip
+    if not rows:
+        return ["*No profile has a recorded cold run yet: `make timings PROFILE=<profile>` records one.*"]
+    return table(README_HEADER, rows)
+
+
+def update_readme(readme: Path, records_dir: Path = PROFILES_DIR) -> Path:
+    """Replace the README's table of profiles (between its markers) by the records' measurements."""
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        raise UserError(f"{readme} has no table markers ({README_START} ... {README_END})")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    body = "\n".join(readme_table(records_dir)).rstrip()
+    return atomic.write_text(readme, f"{head}{README_START}\n{body}\n{README_END}{tail}")
