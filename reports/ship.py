@@ -81,7 +81,7 @@ def machine(threads: int) -> dict:
     }  # fmt: skip
 
 
-PRIORITY = ("Levy's sets", "the ladder", "Fig 1's dropout rows", "minimal RNNs", "the rest")  # training_order's groups
+PRIORITY = ("Levy's sets", "the ladder", "Fig 1's dropout grid", "minimal RNNs", "the rest")  # training_order's groups
 
 
 def priority(config, set_members: dict[str, int], dropout_cells: set, model_id: str) -> tuple[int, int]:

@@ -223,7 +223,7 @@ def test_training_follows_the_issues_order_levys_sets_whole_then_the_ladder_drop
     # dropout-0 model too), the fused RNN before our GRU's kernel; minGRU; the rest
     assert order == [*levy1, *levy2, ladder, rnn_d1, gru_d0, gru_d1, mingru, rest]
     groups = {m: ship.PRIORITY[r] for m, (r, _) in ship.priorities(planned, [levy1, levy2]).items()}
-    assert groups[gru_d0[1].model_id("k")] == "Fig 1's dropout rows" and groups[rest[1].model_id("k")] == "the rest"
+    assert groups[gru_d0[1].model_id("k")] == "Fig 1's dropout grid" and groups[rest[1].model_id("k")] == "the rest"
 
 
 def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
