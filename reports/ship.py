@@ -130,12 +130,11 @@ def is_nnn(config) -> bool:
     return isinstance(config, NNNConfig)
 
 
-def train_all(profile_name: str, threads: int, only: list[str] | None, command: str, dry_run: bool = False) -> int:
-    """Train the profile's models in turn (the recurrent ones in `training_order`, then the n-NNs); several such
-    processes (one per core) share the list through locks. `dry_run` prints the list and what each would do."""
+def queue(profile) -> list[tuple]:
+    """The profile's models in the order `train` trains them, as (corpus, config, group): the recurrent ones in
+    `training_order` (group: their PRIORITY name), then the n-NNs ("the n-NNs")."""
     from charlm.plan import ablation_sets, neural_configs
 
-    profile = load_profile(profile_name)
     planned, nnns, sets = [], [], []
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
@@ -144,17 +143,28 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
         sets += [[(corpus, c) for c in members] for members in ablation_sets(profile, corpus, arg)]
     sets.sort(key=lambda members: members[0][1].layers)  # every corpus's 1-layer set, then the 2-layer ones
     groups = {m: PRIORITY[rank] for m, (rank, _) in priorities(planned, sets).items()}
-    planned = training_order(planned, sets) + nnns
+    ordered = [(corpus, c, groups[c.model_id(corpus.key)]) for corpus, c in training_order(planned, sets)]
+    return ordered + [(corpus, c, "the n-NNs") for corpus, c in nnns]
+
+
+def train_all(profile_name: str, threads: int, only: list[str] | None, command: str, dry_run: bool = False) -> int:
+    """Train the profile's models in turn (the recurrent ones in `training_order`, then the n-NNs); several such
+    processes (one per core) share the list through locks. `dry_run` prints the list and what each would do."""
+    from charlm.estimate import Pricer
+
+    profile = load_profile(profile_name)
+    planned = queue(profile)
     if only:  # in the order given: a model id where named, else its architecture's place ("nnn" for the n-NNs)
         rank = {name: k for k, name in reversed(list(enumerate(only)))}
 
-        def place(pair) -> int | None:
-            corpus, c = pair
+        def place(entry) -> int | None:
+            corpus, c, _ = entry
             return rank.get(c.model_id(corpus.key), rank.get("nnn" if is_nnn(c) else c.arch))
 
-        planned = sorted((pair for pair in planned if place(pair) is not None), key=place)
+        planned = sorted((entry for entry in planned if place(entry) is not None), key=place)
+    pricer = None if dry_run else Pricer.here(profile.name)
     revision = None if dry_run else git_revision(Path(__file__).resolve().parent)
-    for k, (corpus, config) in enumerate(planned, 1):
+    for k, (corpus, config, group) in enumerate(planned, 1):
         from charlm.paths import complete_metrics, model_dir
 
         out = model_dir(corpus.artifact_name, config.model_id(corpus.key))
@@ -167,7 +177,6 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
             continue
         if dry_run:
             state = "resumes" if (out / "state.pt").is_file() else "to train"
-            group = groups.get(out.name, "the n-NNs")
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name} ({group}): {state}", flush=True)
             continue
         out.mkdir(parents=True, exist_ok=True)
@@ -175,8 +184,10 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
             if holder is not None:
                 print(f"[ship] {k}/{len(planned)} {out.name}: being trained by process {holder}, skipped", flush=True)
                 continue
-            print(f"[ship] {k}/{len(planned)} training {out.name} on {corpus.name}", flush=True)
-            train_with_provenance(config, corpus, out, threads, command, revision)
+            estimate = training_estimate(pricer, corpus, config)
+            about = "" if estimate is None else f" (estimate {estimate / 3600:.1f} CPU-hours in all)"
+            print(f"[ship] {k}/{len(planned)} training {out.name} on {corpus.name}{about}", flush=True)
+            train_with_provenance(config, corpus, out, threads, command, revision, estimate)
     return 0
 
 
@@ -244,9 +255,29 @@ def cpu_recorded(record: dict, session: dict, path: Path):
         clock.join()
 
 
-def train_with_provenance(config, corpus, out: Path, threads: int, command: str, revision: dict) -> None:
+def training_estimate(pricer, corpus, config) -> float | None:
+    """What training `config` on `corpus` to its epoch cap costs on this machine by the estimate (charlm.estimate:
+    CPU seconds of one thread, priced per character trained); None for an n-NN (priced with its grid, not alone)."""
+    if pricer is None or is_nnn(config):
+        return None
+    from charlm.kinds.base import Job, Work
+    from charlm.kinds.recurrent import chars_to_train
+    from charlm.model import count_params
+
+    model = config.model_config(corpus.vocab_size)
+    work = Work("train", chars_to_train(config, corpus), f"{config.arch} L{config.layers} H{config.size}",
+                count_params(model))  # fmt: skip
+    seconds, _, rule = pricer.price(Job(f"train:{corpus.name}/{config.model_id(corpus.key)}", None, work))
+    return round(seconds, 3) if seconds > 0 else None
+
+
+def train_with_provenance(
+    config, corpus, out: Path, threads: int, command: str, revision: dict, estimate: float | None = None
+) -> None:
     """Train (or resume) one model, recording this session in out/provenance.json before it starts (so a killed
-    session stays on record, marked interrupted) and completing the record when it ends."""
+    session stays on record, marked interrupted) and completing the record when it ends. `estimate`: what the
+    estimate said, as this session started, the whole training would cost (CPU seconds; `ship status` sets it
+    beside what it cost)."""
     from charlm.train import train
 
     record = json.loads((out / PROVENANCE).read_text()) if (out / PROVENANCE).exists() else {"sessions": []}
@@ -256,6 +287,7 @@ def train_with_provenance(config, corpus, out: Path, threads: int, command: str,
     session = {
         "command": command, "git": revision, "machine": machine(threads),
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "finished": None,
+        "estimate_cpu_seconds": estimate,
     }  # fmt: skip
     record["sessions"].append(session)
     atomic.write_json(out / PROVENANCE, record)
@@ -300,16 +332,20 @@ def main(argv=None) -> int:
     )
     pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
     pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
-    status_p = sub.add_parser("status", help="a markdown table of the profile's shipped models and their cost")
+    status_p = sub.add_parser(
+        "status", help="a markdown table of where each of the profile's models stands, its cost and the training left"
+    )
     status_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     args = parser.parse_args(argv)
     command = "python -m reports.ship " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     if args.command == "train":
         return train_all(args.profile, args.threads, args.only or None, command, args.dry_run)
-    from .ship_pack import pack_all, status  # packing reads the manifests training wrote
-
     if args.command == "status":
+        from .ship_status import status
+
         return status(args.profile)
+    from .ship_pack import pack_all  # packing reads the manifests training wrote
+
     return pack_all(args.profile)
 
 

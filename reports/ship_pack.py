@@ -1,7 +1,7 @@
 """Shipped models, packed: each finished model copied into models/<profile>/ (or models/pending/<profile>/ while its
 Levy set is not whole) with the snapshots the analyses read, its metrics and a manifest holding its provenance and the
 sha256 of every file; a set that becomes whole moves in together and retires the old-rule models it replaces; `status`
-tables what shipped and what it cost. Training them is reports/ship.py; the command line is `python -m reports.ship`.
+is reports/ship_status.py. Training them is reports/ship.py; the command line is `python -m reports.ship`.
 """
 
 from __future__ import annotations
@@ -269,37 +269,3 @@ def retire_stand_ins(folder: Path, root: Path) -> list[str]:
             print(f"[ship] removed {other.parent.name}: {manifest['model_id']} replaces it", flush=True)
     _manifests_in.cache_clear()
     return removed
-
-
-def status(profile_name: str, root: Path | None = None) -> int:
-    """A markdown table of the profile's models: shipped (with their training cost) or still to train."""
-    from charlm.plan import neural_configs
-
-    profile = load_profile(profile_name)
-    print("| corpus | model | epochs | stopped | training s | CPU s | best val | shipped MB |")
-    print("|---|---|---|---|---|---|---|---|")
-    totals = {"seconds": 0.0, "cpu": 0.0, "cpu_models": 0, "bytes": 0, "shipped": 0, "planned": 0}
-    for arg in profile.corpora:
-        corpus = corpora.load(arg, split_mode=profile.splits)
-        for config in neural_configs(profile, corpus, arg) + nnn_configs(profile, corpus):
-            model_id = config.model_id(corpus.key)
-            totals["planned"] += 1
-            manifest_path = shipped_folder(profile.name, corpus.artifact_name, model_id, root) / MANIFEST
-            if not manifest_path.is_file():
-                print(f"| {corpus.name} | {model_id} | | not shipped yet | | | | |")
-                continue
-            m = json.loads(manifest_path.read_text())
-            size = sum(e["bytes"] for e in m["files"].values())
-            totals["seconds"] += m["training_seconds"]
-            totals["bytes"] += size
-            totals["shipped"] += 1
-            cpu = m.get("cpu_seconds")  # recorded since issue 22; None for the models trained before
-            if cpu is not None:
-                totals["cpu"] += cpu
-                totals["cpu_models"] += 1
-            print(f"| {corpus.name} | {model_id} | {m['epochs']} | {m['stopped']} | {m['training_seconds']:.0f} | "
-                  f"{'' if cpu is None else f'{cpu:.0f}'} | {m['best_val_loss']:.4f} | {size / 1e6:.1f} |")  # fmt: skip
-    print(f"\n{totals['shipped']} of {totals['planned']} models shipped; {totals['seconds'] / 3600:.2f} h of training "
-          f"(wall seconds of one single-thread worker each; CPU seconds recorded for {totals['cpu_models']} of them: "
-          f"{totals['cpu'] / 3600:.2f} h); {totals['bytes'] / 1e6:.1f} MB")  # fmt: skip
-    return 0

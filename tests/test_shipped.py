@@ -27,7 +27,7 @@ from charlm.checkpoint import load_payload
 from charlm.model import CharLM
 from charlm.plan import load_profile, plan_left_out, planned_model_ids
 from charlm.train import TrainConfig, train
-from reports import ship, ship_pack
+from reports import ship, ship_pack, ship_status
 from reports.pipeline import RunOptions, run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -430,13 +430,47 @@ def test_a_profile_that_ships_its_models_leaves_out_those_not_shipped_yet(tiny_n
     assert plan_left_out(profile)[2] == []  # built in the artifacts now: planned like any other
 
 
-def test_status_tables_each_shipped_models_wall_and_cpu_seconds(tiny_shipped, tmp_path, capsys):
-    assert ship_pack.status(str(tmp_path / "tiny.toml"), root=tmp_path / "models") == 0
+def test_status_tables_each_models_state_cost_and_the_estimate_recorded_before_it_trained(tiny_shipped, tmp_path,
+                                                                                         capsys):  # fmt: skip
+    assert ship.main(["status", "--profile", str(tmp_path / "tiny.toml")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "| corpus | model | epochs | stopped | training s | CPU s | best val | shipped MB |"
-    rows = [line.split(" | ") for line in lines[2:] if line.startswith("| small")]
-    assert len(rows) == 2 and all(row[5].isdigit() for row in rows)  # CPU seconds, recorded for both
-    assert "2 of 2 models shipped" in lines[-1] and "CPU seconds recorded for 2 of them" in lines[-1]
+    assert lines[0] == "| corpus | model | group | state | epochs | best val | CPU | estimate CPU | shipped MB |"
+    rows = [line.strip("| ").split(" | ") for line in lines[2:] if line.startswith("| small")]
+    assert len(rows) == 2 and all(row[3] == "shipped" for row in rows)
+    for row in rows:  # the CPU seconds measured, and the estimate `ship train` recorded as the model started
+        model = json.loads(next((tmp_path / "models" / "tiny").glob(f"*/{row[1]}/manifest.json")).read_text())
+        assert row[6] == ship_status.cost(model["cpu_seconds"]) and row[6].endswith(" s")  # seconds: tiny models
+        recorded = model["sessions"][0]["estimate_cpu_seconds"]
+        assert recorded > 0 and row[7] == f"{ship_status.cost(recorded)} (before)"
+    assert ship_status.cost(7200) == "2.00 h" and ship_status.cost(None) == ""
+    summary = lines[-1]
+    assert summary.startswith("2 of 2 models shipped") and "0 to train" in summary
+    assert "by the estimate 0.0 CPU-hours of training left" in summary and "the 2 shipped with an estimate" in summary
+
+
+def test_status_tells_a_model_training_here_from_one_partly_trained_finished_or_not_started(tmp_path, monkeypatch):
+    """What `ship status` reads in the artifacts folder: a live worker's lock, a resume state, a finished run."""
+    import os
+
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    corpus = corpora.load("warpeace")
+    config = TrainConfig(corpus="warpeace", arch="lstm", layers=1, size=8)
+    out = tmp_path / "artifacts" / corpus.artifact_name / config.model_id(corpus.key)
+    models = tmp_path / "models"
+    at = lambda: ship_status.standing("tiny", corpus, config, models)  # noqa: E731
+    assert at().state == "to train" and at().cpu_s is None
+    out.mkdir(parents=True)
+    sessions = [{"cpu_seconds": 100.0, "estimate_cpu_seconds": 1000.0}, {"cpu_seconds": 50.5}]
+    (out / "provenance.json").write_text(json.dumps({"sessions": sessions}))
+    (out / "metrics.json").write_text(json.dumps({"epochs": [{}, {}, {}], "best_val_loss": 1.5, "complete": False}))
+    partly = at()
+    assert (partly.state, partly.epochs, partly.best_val, partly.cpu_s) == ("partly trained", 3, 1.5, 150.5)
+    assert partly.estimated_before and partly.left_s == 1000.0 - 150.5  # its estimate less what it has used
+    (out / "training.lock").write_text(f"{os.uname().nodename} {os.getpid()}")  # a live process holds it
+    assert at().state == f"training (pid {os.getpid()})"
+    (out / "training.lock").unlink()
+    (out / "metrics.json").write_text(json.dumps({"epochs": [{}] * 4, "best_val_loss": 1.4, "complete": True}))
+    assert at().state == "to pack" and at().left_s == 0.0
 
 
 def test_cpu_seconds_are_summed_over_sessions_and_unknown_when_one_was_interrupted():

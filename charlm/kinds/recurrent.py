@@ -99,7 +99,7 @@ class Recurrent(ModelKind):
             return []  # built and scored (whether those predictions are current is checked when they are read)
         jobs = []
         if problem is not None:
-            chars = _chars_to_train(config, planned.corpus)
+            chars = chars_to_train(config, planned.corpus)
             jobs.append(
                 Job(
                     f"train:{planned.label}",
@@ -219,7 +219,7 @@ def _manifests_in(folder: Path) -> tuple[dict, ...]:  # cleared by reports.ship 
     return tuple(json.loads(p.read_text()) for p in sorted(folder.glob(f"*/{MANIFEST}")))
 
 
-def _chars_to_train(config, corpus: corpora.Corpus) -> float:
+def chars_to_train(config, corpus: corpora.Corpus) -> float:
     """Training characters the run will read: its budget, else its epoch cap (early stopping cannot be foreseen)."""
     per_epoch = corpus.split("train").size
     chars = config.epochs * per_epoch

@@ -1,0 +1,179 @@
+"""Where each model a profile ships stands, and how much training is left: `python -m reports.ship status`.
+
+One row per planned model, in the order `ship train` trains them (reports.ship.queue), with the group it trains in
+(the issue it serves) and its state:
+
+    shipped          in models/<profile>/ with its manifest
+    waits for set    finished and packed into models/pending/<profile>/: its Levy set is not whole yet
+    to pack          finished here (the artifacts folder): `ship pack` ships it
+    training (pid)   a live `ship train` on this machine holds its lock
+    partly trained   trained here for some epochs: `ship train` resumes it from its state.pt
+    to train         nothing yet (a shipped model trained by an earlier stopping rule may stand in for it)
+
+beside its epochs and best validation loss so far, the CPU seconds it has cost (every session, summed) and what
+the estimate says its whole training costs: the figure `ship train` recorded as its first session started, where
+there is one ("before", so that it can be set beside the measured cost), else the estimate on this machine now
+(charlm.estimate: one thread, priced per character to the epoch cap, since early stopping cannot be foreseen).
+The summary adds up the CPU hours left by the estimate (a partly trained model: its estimate less what it has used).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from charlm.plan import load_profile
+from charlm.shipped import MANIFEST, shipped_folder
+
+from .ship import PROVENANCE, _alive, queue, training_estimate
+from .ship_pack import PENDING, whole
+
+
+@dataclass
+class Standing:
+    """Where one planned model stands (see the module docstring)."""
+
+    state: str
+    epochs: int | None = None
+    best_val: float | None = None
+    cpu_s: float | None = None  # CPU seconds every session so far cost, where all were recorded
+    estimate_s: float | None = None  # what the estimate said (recorded before training) or says (now) it costs
+    estimated_before: bool = False  # estimate_s was recorded as its first session started
+    shipped_bytes: int = 0
+
+    @property
+    def left_s(self) -> float:
+        """CPU seconds still to spend on it by the estimate (0 once finished)."""
+        if self.state in ("shipped", "waits for set", "to pack") or self.estimate_s is None:
+            return 0.0
+        return max(self.estimate_s - (self.cpu_s or 0.0), 0.0)
+
+
+def _sessions_cpu(sessions: list[dict]) -> float | None:
+    return round(sum(s["cpu_seconds"] for s in sessions), 1) if all("cpu_seconds" in s for s in sessions) else None
+
+
+def _first_estimate(sessions: list[dict]) -> float | None:
+    return sessions[0].get("estimate_cpu_seconds") if sessions else None
+
+
+def _from_manifest(folder: Path, state: str) -> Standing:
+    m = json.loads((folder / MANIFEST).read_text())
+    sessions = m.get("sessions") or []
+    before = _first_estimate(sessions)
+    return Standing(state, m.get("epochs"), m.get("best_val_loss"), m.get("cpu_seconds"), before, before is not None,
+                    sum(e["bytes"] for e in m["files"].values()))  # fmt: skip
+
+
+def _locked_by(out: Path) -> int | None:
+    """The pid of a live process on this machine holding `out`'s training lock (reports.ship.training_lock)."""
+    try:
+        host, _, pid = (out / "training.lock").read_text().partition(" ")
+    except OSError:
+        return None
+    return int(pid) if host == os.uname().nodename and pid.isdigit() and _alive(int(pid)) else None
+
+
+def standing(profile_name: str, corpus, config, root: Path | None = None) -> Standing:
+    """Where one model of the profile stands: shipped, waiting for its set, or here in the artifacts folder."""
+    from charlm.paths import model_dir
+
+    model_id = config.model_id(corpus.key)
+    for room, state in ((profile_name, "shipped"), (f"{PENDING}/{profile_name}", "waits for set")):
+        folder = shipped_folder(room, corpus.artifact_name, model_id, root)
+        if whole(folder):
+            return _from_manifest(folder, state)
+    out = model_dir(corpus.artifact_name, model_id)
+    try:
+        metrics = json.loads((out / "metrics.json").read_text())
+    except (OSError, ValueError):
+        metrics = {}
+    try:
+        sessions = json.loads((out / PROVENANCE).read_text())["sessions"]
+    except (OSError, ValueError, KeyError):
+        sessions = []
+    holder = _locked_by(out)
+    if metrics.get("complete") and sessions:
+        state = "to pack"
+    elif holder is not None:
+        state = f"training (pid {holder})"
+    elif metrics.get("epochs") or (out / "state.pt").is_file():
+        state = "partly trained"
+    else:
+        state = "to train"
+    stand_in = _stand_in(profile_name, corpus, config, root)
+    if stand_in and state != "to pack":
+        state += f"; {stand_in} stands in"
+    epochs = metrics.get("epochs")
+    before = _first_estimate(sessions)
+    return Standing(state, len(epochs) if isinstance(epochs, list) else None, metrics.get("best_val_loss"),
+                    _sessions_cpu(sessions) if sessions else None, before, before is not None)  # fmt: skip
+
+
+def _stand_in(profile_name: str, corpus, config, root: Path | None) -> str | None:
+    """The id of the shipped model of this configuration trained by an earlier stopping rule, if one ships."""
+    from dataclasses import asdict
+
+    from charlm.kinds.recurrent import _training_key
+
+    if not hasattr(config, "model_config"):
+        return None  # an n-NN: nothing stands in for it
+    key = _training_key(asdict(config))
+    for path in sorted(shipped_folder(profile_name, corpus.artifact_name, "*", root).parent.glob(f"*/{MANIFEST}")):
+        m = json.loads(path.read_text())
+        tc = m.get("train_config")
+        if tc and m.get("corpus_key") == corpus.key and _training_key(tc) == key:
+            return m["model_id"]
+    return None
+
+
+def cost(seconds: float | None) -> str:
+    """CPU seconds as the table writes them: hours to two decimals, seconds below a hundredth of an hour."""
+    if seconds is None:
+        return ""
+    return f"{seconds / 3600:.2f} h" if seconds >= 36 else f"{seconds:.1f} s"
+
+
+def status(profile_name: str, root: Path | None = None) -> int:
+    """Print the markdown table of the profile's models and the summary of what is left (module docstring)."""
+    from charlm.estimate import Pricer
+
+    profile = load_profile(profile_name)
+    pricer = Pricer.here(profile.name)
+    print("| corpus | model | group | state | epochs | best val | CPU | estimate CPU | shipped MB |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for corpus, config, group in queue(profile):
+        s = standing(profile.name, corpus, config, root)
+        if s.estimate_s is None:
+            s.estimate_s = training_estimate(pricer, corpus, config)
+        rows.append(s)
+        best = "" if s.best_val is None else f"{s.best_val:.4f}"
+        estimate = cost(s.estimate_s) + (" (before)" if s.estimated_before else "")
+        size = f"{s.shipped_bytes / 1e6:.1f}" if s.shipped_bytes else ""
+        print(f"| {corpus.name} | {config.model_id(corpus.key)} | {group} | {s.state} | {s.epochs or ''} | {best} | "
+              f"{cost(s.cpu_s)} | {estimate} | {size} |")  # fmt: skip
+    count = lambda *states: sum(r.state.split(" (")[0].split(";")[0] in states for r in rows)  # noqa: E731
+    left = sum(r.left_s for r in rows)
+    cores = os.cpu_count() or 1
+    measured = [
+        (r.cpu_s, r.estimate_s)
+        for r in rows
+        if r.estimated_before and r.cpu_s and r.estimate_s and r.state == "shipped"
+    ]
+    line = (
+        f"\n{count('shipped')} of {len(rows)} models shipped ({sum(r.shipped_bytes for r in rows) / 1e6:.1f} MB), "
+        f"{count('waits for set')} waiting for their set, {count('to pack')} to pack, "
+        f"{count('training', 'partly trained')} training or partly trained here, {count('to train')} to train; "
+        f"by the estimate {left / 3600:.1f} CPU-hours of training left: about {left / 3600 / cores:.1f} h on "
+        f"{cores} one-thread workers, one per core (this machine runs the estimate's benchmark at "
+        f"{pricer.speed:.2f}x the records' time)"
+    )
+    if measured:
+        ratios = sorted(cpu / est for cpu, est in measured)
+        line += (f"; the {len(ratios)} shipped with an estimate recorded before training cost "
+                 f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x of it")  # fmt: skip
+    print(line)
+    return 0
