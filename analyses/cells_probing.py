@@ -30,17 +30,9 @@ from probes.activations import (
     window_batch,
     window_starts,
 )
+from probes.controls import block_split, context_types, control_informative, last_chars
 from probes.features import Feature, check_names, features_for, style_of, window_labels
-from probes.probe import (
-    ProbeRows,
-    SingleCells,
-    block_split,
-    context_types,
-    control_informative,
-    fit_probe,
-    last_chars,
-    score,
-)
+from probes.probe import ProbeRows, SingleCells, fit_probe, score
 
 from .common import short_label, source_digest
 from .context import Context, MissingInput

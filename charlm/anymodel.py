@@ -36,7 +36,7 @@ from .paths import artifacts_root, complete_metrics
 @dataclass(eq=False)
 class AnyModel:
     kind: ModelKind  # what it is (charlm.kinds): it scores, steps and describes the model
-    net: object  # CharLM, nnn.NNN, or a kenlm.Model
+    net: object  # CharLM, nnn_model.NNN, or a kenlm.Model
     vocab: np.ndarray  # (V,) uint8
     model_id: str
     digest: str  # what its numbers were computed from: the checkpoint's sha256, or an n-gram's id and size
@@ -117,7 +117,7 @@ class WindowStepper(Stepper):
 
     @torch.no_grad()
     def read(self, ids) -> np.ndarray:
-        from .nnn import context_rows
+        from .nnn_model import context_rows
 
         self.history.extend(int(i) for i in ids)
         window = np.asarray(self.history[-self.net.n :] + [0], dtype=np.int64)  # the trailing id is never read

@@ -3,8 +3,9 @@
 A probe reads a representation (one internal of one layer, rows = characters) and predicts a feature of the
 text (`probes.features`). The rules that keep a probe honest (ANCHORS.md, "Probes and control tasks"):
 
-* Train and test are different contiguous blocks of text (`block_split`): neighbouring characters are nearly
-  the same state, so a random per-character split would test on the training data.
+* Train and test are different contiguous blocks of text (`block_split`; it, the control tasks and the baseline
+  are probes/controls.py): neighbouring characters are nearly the same state, so a random per-character split
+  would test on the training data.
 * Everything learned comes from the training rows only: the standardisation, the weights, and the
   regularisation strength, chosen by cross-validation over contiguous blocks *of the training rows*.
 * Selectivity (Hewitt and Liang 2019, sec 3): the same probe, with the same hyperparameters, is fitted to a
@@ -38,6 +39,8 @@ from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .controls import control_task
 
 # scikit-learn 1.9 asks for these two to be explicit (plain L2, the simplified fitted attributes); older ones lack them
 _LOGISTIC_CV_OPTIONS = {k: v for k, v in {"l1_ratios": (0.0,), "use_legacy_attributes": False}.items()
@@ -363,69 +366,6 @@ def r2(y_true, y_pred) -> float:
 def score(kind: str, y_true, y_pred) -> float:
     """The task metric: balanced accuracy for binary features, R^2 for counts (sklearn's numbers, computed here)."""
     return balanced_accuracy(y_true, y_pred) if kind == "binary" else r2(y_true, y_pred)
-
-
-# ------------------------------------------------------------------------------------------ splits and controls
-
-
-def block_split(groups: np.ndarray, test_every: int = 4) -> np.ndarray:
-    """(n,) bool: True for the rows of every `test_every`-th block (by block id), the test blocks; the rest train.
-
-    Blocks are separate windows of text, so no pair of neighbouring characters straddles the split."""
-    return np.asarray(groups) % test_every == test_every - 1
-
-
-def context_types(text: np.ndarray, positions: np.ndarray, context: int = 1) -> np.ndarray:
-    """The control task's type of each position: the byte read there (context 1), or it with the bytes before
-    it (context 3: the trigram ending there, a harder control, as ANCHORS suggests for characters)."""
-    text = np.asarray(text, dtype=np.int64)
-    positions = np.asarray(positions)
-    if (positions < context - 1).any():
-        raise ValueError(f"a context of {context} characters needs {context - 1} characters before every position")
-    out = np.zeros(positions.shape, dtype=np.int64)
-    for back in range(context - 1, -1, -1):  # oldest byte first
-        out = out * 256 + text[positions - back]
-    return out
-
-
-def last_chars(text: np.ndarray, positions: np.ndarray, k: int) -> np.ndarray:
-    """(n, k * V) float32: the last k bytes read at each position (the byte at the position and the k - 1 before it),
-    each one-hot over the V byte values of `text`: the input of the last-k-characters baseline probe."""
-    text = np.asarray(text, dtype=np.uint8)
-    positions = np.asarray(positions).ravel()
-    if (positions < k - 1).any():
-        raise ValueError(f"the last {k} characters need {k - 1} characters before every position")
-    values, index = np.unique(text, return_inverse=True)
-    out = np.zeros((positions.size, k * values.size), dtype=np.float32)
-    rows = np.arange(positions.size)
-    for back in range(k):
-        out[rows, back * values.size + index[positions - back]] = 1.0
-    return out
-
-
-def control_informative(control_score: float, kind: str, margin: float = 0.1) -> bool:
-    """Did a control task leave room to measure? Its score lies at least `margin` above chance (balanced accuracy
-    0.5, R^2 0) and `margin` below the ceiling 1: a control at its ceiling makes every selectivity about 0 or below,
-    one at its floor makes selectivity the task score itself."""
-    chance = 0.5 if kind == "binary" else 0.0
-    return bool(np.isfinite(control_score) and chance + margin <= control_score <= 1.0 - margin)
-
-
-def control_task(types: np.ndarray, labels: np.ndarray, kind: str, test: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Hewitt and Liang's control task: each type gets one fixed label drawn at random from the empirical
-    distribution of the real labels, the same map in every split (types: from `context_types`).
-
-    For binary features a draw that leaves one split with a single class (a rare feature over few types) is
-    redrawn with the next seed, so that the control is a task at all.
-    """
-    unique, inverse = np.unique(np.asarray(types), return_inverse=True)
-    labels = np.asarray(labels)
-    for attempt in range(100):
-        rng = np.random.default_rng(seed + attempt)
-        control = rng.choice(labels, size=unique.size)[inverse]  # i.i.d. from the empirical label distribution
-        if kind != "binary" or all(np.unique(control[part]).size > 1 for part in (~test, test)):
-            break
-    return control
 
 
 @dataclass

@@ -329,7 +329,8 @@ def rank_cells(raw: np.ndarray, feature, text: bytes, labels: np.ndarray, seed: 
     feature's labels, minus the same on Hewitt and Liang's character control (one random label per byte). Fitted
     and scored on the shown text itself: a ranking for the eye, not a held-out finding (the `cells` analysis is).
     Columns cell, score, control, selectivity; best first."""
-    from .probe import SingleCells, context_types, control_task
+    from .controls import context_types, control_task
+    from .probe import SingleCells
 
     T = raw.shape[0]
     fit_all = np.zeros(T, dtype=bool)

@@ -20,8 +20,8 @@ from analyses.prose import sentence, unsupported_numbers
 from charlm.checkpoint import load_checkpoint, load_payload, save_payload
 from corpora import run_cli
 from probes.activations import trace_windows
+from probes.controls import control_informative
 from probes.features import PROSE, features_for
-from probes.probe import control_informative
 
 SMALL = {"windows": 8, "window": 120, "warmup": 40, "test_every": 4, "extra_windows": 4, "train_stride": 1,
          "cv": 2, "cs": [0.1, 1.0], "alphas": [1.0, 10.0], "viewer_cells": 2, "min_windows": 4,

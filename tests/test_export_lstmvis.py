@@ -126,7 +126,7 @@ def test_cli_split_and_replacing_an_earlier_export(tmp_path, tiny_run, capsys):
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, tiny_run, capsys, case, contains):
     from charlm.checkpoint import save_payload
-    from charlm.nnn import NNN
+    from charlm.nnn_model import NNN
 
     checkpoint = str(tiny_run.out / "checkpoint.pt")
     (tmp_path / "oov.txt").write_bytes(b"the\xff war")

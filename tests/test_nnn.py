@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import charlm.loop
-from charlm import nnn, predictions
+from charlm import nnn, nnn_model, predictions
 from corpora import Corpus
 from corpora.errors import UserError, run_cli
 
@@ -44,9 +44,9 @@ def markov1_corpus(length: int = 30_000, seed: int = 0) -> tuple[Corpus, np.ndar
 def test_embedding_sum_is_the_concatenated_one_hot_layer():
     torch.manual_seed(0)
     n, V, H = 3, 5, 7
-    model = nnn.NNN(n, V, H)
+    model = nnn_model.NNN(n, V, H)
     ids = np.array([4, 0, 2, 2, 1, 3, 0], dtype=np.uint8)
-    rows = nnn.context_rows(ids, n, V)
+    rows = nnn_model.context_rows(ids, n, V)
     # Explicit form: the one-hot of n characters (latest first, a zero block where none exists), concatenated.
     onehot = torch.zeros(rows.shape[0], n * V)
     for t in range(rows.shape[0]):
@@ -61,7 +61,7 @@ def test_embedding_sum_is_the_concatenated_one_hot_layer():
 
 def test_context_rows_pad_the_start_of_a_split():
     V, n = 4, 3
-    rows = nnn.context_rows(np.array([1, 2, 3, 0, 1], dtype=np.uint8), n, V)
+    rows = nnn_model.context_rows(np.array([1, 2, 3, 0, 1], dtype=np.uint8), n, V)
     pad = n * V
     assert rows.tolist() == [
         [1, pad, pad],  # predicts ids[1] from ids[0] only
@@ -72,7 +72,7 @@ def test_context_rows_pad_the_start_of_a_split():
 
 
 def test_init_is_uniform_in_the_recipe_range():
-    model = nnn.NNN(2, 10, 32)
+    model = nnn_model.NNN(2, 10, 32)
     for p in model.parameters():
         assert float(p.detach().abs().max()) <= 0.08
 
@@ -80,7 +80,7 @@ def test_init_is_uniform_in_the_recipe_range():
 def test_one_nn_learns_the_bigram_distribution():
     corpus, _ = markov1_corpus()
     folder = nnn.train_nnn(corpus, 1, hidden_grid=(16,), progress=False, **FAST)
-    model = nnn.load_nnn(folder / "checkpoint.pt")
+    model = nnn_model.load_nnn(folder / "checkpoint.pt")
     ids = corpus.split("train")
     counts = np.zeros((4, 4))
     np.add.at(counts, (ids[:-1], ids[1:]), 1)
@@ -99,21 +99,21 @@ def test_predictions_follow_the_contract():
     assert preds.logp.dtype == np.float16 and preds.target_logp.dtype == np.float32  # stored compactly, see predictions
     np.testing.assert_array_equal(preds.targets, val[1:])
     np.testing.assert_allclose(np.exp(preds.logp.astype(np.float64)).sum(1), 1.0, atol=2e-3)
-    exact = nnn.predict_logprobs(nnn.load_nnn(path.parents[2] / "checkpoint.pt"), val)  # float32, recomputed
+    exact = nnn_model.predict_logprobs(nnn_model.load_nnn(path.parents[2] / "checkpoint.pt"), val)  # recomputed
     np.testing.assert_array_equal(preds.target_logp, exact[np.arange(val.size - 1), val[1:]])
     np.testing.assert_array_equal(preds.argmax, exact.argmax(1))
     assert preds.model_id.startswith("nnn-n3-")
     assert nnn.predict(corpus, 3, split="val", hidden_grid=(8,), progress=False, epochs=2, batch_chars=500) == path
 
 
-def _every_position_scored(model: nnn.NNN, ids: np.ndarray) -> np.ndarray:
+def _every_position_scored(model: nnn_model.NNN, ids: np.ndarray) -> np.ndarray:
     """Each position's own row, in chunks of EVAL_CHUNK positions: how the n-NN was scored before distinct contexts."""
-    rows = nnn.context_rows(ids, model.n, model.vocab_size)
+    rows = nnn_model.context_rows(ids, model.n, model.vocab_size)
     with torch.no_grad():
         return np.concatenate(
             [
-                torch.log_softmax(model(rows[s : s + nnn.EVAL_CHUNK]), -1).numpy()
-                for s in range(0, len(rows), nnn.EVAL_CHUNK)
+                torch.log_softmax(model(rows[s : s + nnn_model.EVAL_CHUNK]), -1).numpy()
+                for s in range(0, len(rows), nnn_model.EVAL_CHUNK)
             ]
         )
 
@@ -125,13 +125,13 @@ def test_each_distinct_context_is_scored_once_bit_for_bit(n, hidden):
     vocabulary of 83, hidden 256 and 512, more positions than one chunk)."""
     torch.manual_seed(n)
     V = 83
-    model = nnn.NNN(n, V, hidden)
+    model = nnn_model.NNN(n, V, hidden)
     rng = np.random.default_rng(n)
     ids = rng.choice(V, size=60_001, p=rng.dirichlet(np.full(V, 0.3))).astype(np.uint8)
-    logp, ctx_of = nnn.distinct_logprobs(model, ids)
+    logp, ctx_of = nnn_model.distinct_logprobs(model, ids)
     assert len(logp) < len(ids) - 1 and ctx_of.shape == (len(ids) - 1,)
     np.testing.assert_array_equal(logp[ctx_of], _every_position_scored(model, ids))
-    np.testing.assert_array_equal(nnn.predict_logprobs(model, ids), logp[ctx_of])
+    np.testing.assert_array_equal(nnn_model.predict_logprobs(model, ids), logp[ctx_of])
 
 
 def test_context_ids_of_long_contexts_do_not_overflow():
@@ -139,12 +139,12 @@ def test_context_ids_of_long_contexts_do_not_overflow():
     rng = np.random.default_rng(0)
     ids = rng.integers(0, 3, size=5_000).astype(np.uint8)
     ids[rng.random(ids.size) < 0.01] = 250  # a wide vocabulary: 20 slots of 251 values need more than 63 bits
-    rows = nnn.context_rows(ids, 20, 251)
+    rows = nnn_model.context_rows(ids, 20, 251)
     expected = np.unique(rows.numpy(), axis=0, return_inverse=True)[1].reshape(-1)
-    np.testing.assert_array_equal(nnn.context_ids(rows), expected)
+    np.testing.assert_array_equal(nnn_model.context_ids(rows), expected)
     short = rows[:, :3]  # 3 slots fit an int64 key: the same ids
     np.testing.assert_array_equal(
-        nnn.context_ids(short), np.unique(short.numpy(), axis=0, return_inverse=True)[1].reshape(-1)
+        nnn_model.context_ids(short), np.unique(short.numpy(), axis=0, return_inverse=True)[1].reshape(-1)
     )
 
 
@@ -160,9 +160,9 @@ def test_grid_picks_the_lowest_validation_loss_and_records_all(monkeypatch):
     assert payload["kind"] == "nnn" and payload["config"]["hidden"] == best["hidden"]
     assert payload["corpus_sha256"] == corpus.sha256
     # the chosen network's val loss, recomputed from its checkpoint
-    model = nnn.load_nnn(folder / "checkpoint.pt")
+    model = nnn_model.load_nnn(folder / "checkpoint.pt")
     val = corpus.split("val")
-    logp = nnn.predict_logprobs(model, val)
+    logp = nnn_model.predict_logprobs(model, val)
     recomputed = -logp[np.arange(val.size - 1), val[1:]].astype(np.float64).mean()
     assert recomputed == pytest.approx(best["best_val_loss"], rel=1e-5)
     # complete: a second call trains nothing

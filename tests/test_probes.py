@@ -21,6 +21,7 @@ from corpora import run_cli
 from probes import features as F
 from probes import view
 from probes.activations import more_windows, run_ablated, run_zeroed, trace_windows, window_batch, window_starts
+from probes.controls import block_split, context_types, control_informative, control_task, last_chars
 from probes.probe import (
     _LOGISTIC_CV_OPTIONS,
     LogisticProbe,
@@ -29,13 +30,8 @@ from probes.probe import (
     SingleCells,
     _RidgeRows,
     balanced_accuracy,
-    block_split,
-    context_types,
     contiguous_folds,
-    control_informative,
-    control_task,
     fit_probe,
-    last_chars,
     make_probe,
     r2,
 )

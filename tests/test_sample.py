@@ -13,7 +13,7 @@ import corpora
 from analyses import common, samples
 from analyses.context import Context, model_index
 from analyses.prose import sentence, unsupported_numbers
-from charlm import ARCHS, anymodel, ngram, nnn
+from charlm import ARCHS, anymodel, ngram, nnn_model
 from charlm import sample as sample_module
 from charlm.checkpoint import save_payload
 from charlm.sample import next_id, sample
@@ -32,7 +32,7 @@ def corpus(text_bytes):
 
 def random_nnn(path, corpus, n=3, hidden=8):
     torch.manual_seed(0)
-    model = nnn.NNN(n, corpus.vocab_size, hidden)
+    model = nnn_model.NNN(n, corpus.vocab_size, hidden)
     with torch.no_grad():
         model.inp.weight.uniform_(-1, 1)
         model.inp.weight[model.pad].zero_()

@@ -97,7 +97,7 @@ class NNN(ModelKind):
     def load(self, path: Path, metrics: dict):
         from ..anymodel import AnyModel, _vocab
         from ..checkpoint import file_sha256, load_payload
-        from ..nnn import nnn_from_payload
+        from ..nnn_model import nnn_from_payload
 
         path = path / "checkpoint.pt" if path.is_dir() else path
         net = nnn_from_payload(load_payload(path), path)
@@ -106,7 +106,7 @@ class NNN(ModelKind):
         return AnyModel(self, net, vocab, net.meta.get("model_id", path.parent.name), file_sha256(path), path, meta)
 
     def logprobs(self, model, ids, streams=None, progress=False):
-        from ..nnn import predict_logprobs
+        from ..nnn_model import predict_logprobs
 
         return predict_logprobs(model.net, ids)
 
