@@ -1,7 +1,7 @@
 """A notebook API for any model of the suite (issue 37): score, sample, and read every internal, by name.
 
     from charlm import api                        # or: import charlm; charlm.api
-    m = api.load("lstm-L1-H128-s0-558c1c")        # a model id (trained, adopted, or shipped), a folder or a .pt
+    m = api.load("lstm-L1-H128-s0-14c291")        # a model id (trained, adopted, or shipped), a folder or a .pt
     m.score("some text").cross_entropy            # nats per character; .logp: each character's log-probability
     m.sample(200, prime="The ", temperature=1.0, seed=0)
     logits, cache = m.run_with_cache("some text") # cache["layers.0.f"], cache["layers.0.c"], ...: (T, H) arrays

@@ -150,3 +150,19 @@ def test_the_readmes_table_of_profiles_is_the_records(build, tmp_path):
     readme.write_text("# no markers\n")
     with pytest.raises(UserError, match="no table markers"):
         docs_cost.update_readme(readme, records)
+
+
+def test_every_model_id_the_readme_and_the_usage_guide_load_ships_with_the_suite():
+    """A newcomer copies `api.load("<id>")` from the README: the id must name a model in models/ (one retired when
+    its retrained replacement shipped made the README's example fail)."""
+    import re
+    from pathlib import Path
+
+    from charlm import shipped
+
+    root = Path(__file__).resolve().parents[1]
+    for doc in ("README.md", "docs/usage.md", "charlm/api.py"):
+        ids = re.findall(r"api\.load\(\"([A-Za-z0-9.-]+-[0-9a-f]{6})\"\)", (root / doc).read_text())
+        assert ids, f"{doc} loads no model by id: this test reads nothing"
+        for model_id in ids:
+            assert list(shipped.SHIPPED_ROOT.glob(f"*/*/{model_id}/{shipped.MANIFEST}")), f"{doc}: {model_id} ships not"
