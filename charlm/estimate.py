@@ -21,6 +21,7 @@ recorded job left in the artifacts, scaled like its seconds. Every line of the s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -316,10 +317,22 @@ class Estimate:
     disk: float  # bytes of new artifacts
     speed: float  # this machine against the records'
     record_of: str  # where the prices come from
+    read: int = 0  # the recurrent networks this run's analyses read (one per cell at the dropout validation chose)
+    later: list = field(default_factory=list)  # the scoring the models left out will add once they ship, priced
+    later_read: int = 0  # how many more networks the analyses will read once they ship
 
     @property
     def wall_s(self) -> float:
         return schedule(self.jobs, self.workers) + self.render_s
+
+    @property
+    def projected_s(self) -> float:
+        """The wall time once the models left out ship: their scoring joins the run, and every analysis (and each
+        per-model part) reads (networks + later) / networks times the networks, priced in proportion: a projection
+        of what the profile's plan will cost, not a measurement."""
+        scale = (self.read + self.later_read) / self.read if self.read else 1.0
+        grown = [dataclasses.replace(j, seconds=j.seconds * scale) if j.work is None else j for j in self.jobs]
+        return schedule(grown + self.later, self.workers) + self.render_s
 
     def summary(self) -> list[str]:
         models = [j for j in self.jobs if j.work is not None]
@@ -348,13 +361,22 @@ class Estimate:
         ]
         if unpriced:
             lines.append(f"estimate: {len(unpriced)} job(s) no record prices (counted as 0 s): {', '.join(unpriced)}")
+        if self.later:
+            lines.append(
+                f"estimate: this profile once the models left out ship ({len(self.later)}; not this run): about "
+                f"{duration(self.projected_s)} cold, their scoring added and every analysis priced in proportion to "
+                f"the {self.read + self.later_read} networks it would read instead of {self.read} (each cell at the "
+                "dropout validation chooses)"
+            )
         return lines
 
 
-def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int,
-             bench_s: float | None = None) -> Estimate:  # fmt: skip
+def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int, bench_s: float | None = None,
+             later: list | None = None, read: tuple[int, int] = (0, 0)) -> Estimate:  # fmt: skip
     """Price `jobs` (model jobs, charlm.kinds.base.Job) and `analyses` (jobs whose `work` is None, key
-    "analysis:<name>") in place, and schedule them."""
+    "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
+    out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
+    read now and how many more they will then."""
     pricer = Pricer.here(profile_name, bench_s)
     disk = 0.0
     for job in jobs:
@@ -363,8 +385,11 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     analyses = analyses + _unlisted_parts(pricer, analyses)
     for job in analyses:
         job.seconds, job.priced_by = pricer.analysis(job.key.split(":", 1)[1], networks)
+    for job in later or []:
+        job.seconds, _, job.priced_by = pricer.price(job)
     source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
-    return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}")
+    return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
+                    list(later or []), read[1])  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

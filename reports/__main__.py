@@ -20,7 +20,16 @@ from charlm.kinds import Planned
 from charlm.plan import Profile, available, damage, left_out_line, load_profile, plan_left_out
 from corpora.errors import run_cli
 
-from .pipeline import BUILD_ROOT, ReportIncomplete, RunOptions, analysis_jobs, model_jobs, run
+from .pipeline import (
+    BUILD_ROOT,
+    ReportIncomplete,
+    RunOptions,
+    analysis_jobs,
+    later_jobs,
+    model_jobs,
+    networks_read,
+    run,
+)
 
 EXIT_INCOMPLETE = 1  # the report was written without some sections or models
 
@@ -39,7 +48,9 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     jobs = model_jobs(models, problems, {}, 1, profile.splits, snapshots, repair=False, will_install=not args.retrain)
     commands = dict.fromkeys(profile.analyses, "")
     analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
-    priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers)
+    later = later_jobs(left_out, profile.splits, snapshots)
+    priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers, later=later,
+                      read=networks_read(models, left_out))  # fmt: skip
     by_model: dict[str, list] = {}
     for job in jobs:
         by_model.setdefault(job.model.model_id, []).append(job)

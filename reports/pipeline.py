@@ -150,6 +150,25 @@ def model_jobs(
     return jobs
 
 
+def networks_read(models: list[Planned], left_out: list[Planned]) -> tuple[int, int]:
+    """How many recurrent networks the analyses read (one per configuration and seed: a cell trained at several
+    dropouts is read at the one validation chooses, analyses.context), and how many more once `left_out` ships."""
+
+    def cells(ms):
+        return {(m.corpus.name, m.config.arch, m.config.layers, m.config.size, m.config.seed) for m in ms
+                if m.kind.recurrent}  # fmt: skip
+
+    now = cells(models)
+    return len(now), len(cells(left_out) - now)
+
+
+def later_jobs(left_out: list[Planned], splits: str, snapshots: bool) -> list[Job]:
+    """The scoring each model left out (a shipping profile's, not shipped yet) will add to the run once it ships, as
+    if installed: what the estimate's projection prices."""
+    return [j for m in left_out for j in m.kind.jobs(m, {}, 1, splits, snapshots, None)
+            if j.work is not None and j.work.what == "score"]  # fmt: skip
+
+
 def analysis_jobs(profile: Profile, models: list[Planned], model_jobs: list, data_dir: Path, log_dir: Path,
                   env: dict, threads: int, commands: dict) -> list[Job]:  # fmt: skip
     """One job per analysis, after the model jobs it reads: an analysis that reads Predictions waits for every model
@@ -221,7 +240,9 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     networks = sum(m.kind.recurrent for m in models)
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
     bench_s = benchmark()
-    plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s)
+    later = later_jobs(left_out, profile.splits, snapshots)
+    plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
+                             networks_read(models, left_out))  # fmt: skip
     to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}
     say(
         f"plan: {networks} neural models ({networks - len(to_train)} cached, {len(to_train)} to train), "

@@ -117,3 +117,41 @@ def test_a_record_of_another_format_is_ignored(tmp_path):
 def test_durations_read_as_people_say_them():
     assert [est.duration(s) for s in (0.4, 59, 61, 3599, 3600 * 5 + 60 * 7, 86400 * 3)] == [
         "0 s", "59 s", "1 min 01 s", "59 min 59 s", "5 h 07 min", "3.0 days"]  # fmt: skip
+
+
+def test_the_projection_adds_the_left_out_models_scoring_and_prices_analyses_by_the_networks_read(
+    monkeypatch, tmp_path
+):  # fmt: skip
+    """A shipping profile's run leaves out the models not shipped yet; its estimate also says what the profile will
+    cost once they ship: their scoring added, every analysis (and part) scaled by the networks it would read."""
+    monkeypatch.setattr(est, "PROFILES_DIR", tmp_path)
+    record(**{"score:c/lstm-a": {"seconds": 30.0, "what": "score", "units": 1000, "shape": "lstm L1 H8",
+                                 "params": 100, "bytes": 0}}).save(tmp_path / f"rec{est.RECORD_SUFFIX}")  # fmt: skip
+    scoring = job("score:c/lstm-a", work=Work("score", 1000, "lstm L1 H8", 100))
+    later = [job("score:c/lstm-b", work=Work("score", 2000, "lstm L1 H8", 100))]  # priced from the record: 60 s
+    now = est.estimate("rec", [scoring], [job("part:cells:m1"), job("analysis:cells", after=["part:cells:m1"])], 10,
+                       1, bench_s=1.0, later=later, read=(10, 5))  # fmt: skip
+    assert now.wall_s == pytest.approx(30 + 40 + 100 + 20)  # this run: scoring, the part, the analysis, rendering
+    assert later[0].seconds == pytest.approx(60.0)
+    assert now.projected_s == pytest.approx(30 + 60 + 1.5 * (40 + 100) + 20)  # 15 networks read instead of 10
+    line = now.summary()[-1]
+    assert line.startswith("estimate: this profile once the models left out ship (1; not this run): about 5 min 20 s")
+    assert "the 15 networks it would read instead of 10" in line
+    alone = est.estimate("rec", [scoring], [job("analysis:cells")], 10, 1, bench_s=1.0)
+    assert alone.projected_s == pytest.approx(alone.wall_s) and "left out" not in " ".join(alone.summary())
+
+
+def test_the_networks_the_analyses_read_count_a_cell_trained_at_several_dropouts_once():
+    from types import SimpleNamespace
+
+    from charlm.train import TrainConfig
+    from reports.pipeline import networks_read
+
+    def model(arch="lstm", dropout=0.0, seed=0, corpus="c", recurrent=True):
+        return SimpleNamespace(corpus=SimpleNamespace(name=corpus), kind=SimpleNamespace(recurrent=recurrent),
+                               config=TrainConfig(corpus=corpus, arch=arch, dropout=dropout, seed=seed))  # fmt: skip
+
+    shipped = [model(), model(seed=1), model("rnn"), model(recurrent=False)]
+    left_out = [model(dropout=0.1), model(dropout=0.25), model("gru"), model("gru", dropout=0.1), model(corpus="d")]
+    assert networks_read(shipped, left_out) == (3, 2)  # the new GRU cell and the LSTM on corpus d
+    assert networks_read(shipped, []) == (3, 0)
