@@ -201,9 +201,9 @@ def training_lock(out: Path):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            host, _, pid = lock.read_text().partition(" ")
-            if host == platform.node() and pid.isdigit() and _alive(int(pid)):
-                yield int(pid)
+            holder = lock_holder(out)
+            if holder is not None:
+                yield holder
                 return
             lock.unlink(missing_ok=True)  # stale: its process is gone
             continue
@@ -215,6 +215,16 @@ def training_lock(out: Path):
             lock.unlink(missing_ok=True)
         return
     raise UserError(f"cannot take the training lock {lock}")
+
+
+def lock_holder(out: Path) -> int | None:
+    """The pid of the live process on this machine that holds `out`'s training lock, else None (no lock, or one
+    left by a process that is gone or ran on another machine)."""
+    try:
+        host, _, pid = (out / "training.lock").read_text().partition(" ")
+    except OSError:
+        return None
+    return int(pid) if host == platform.node() and pid.isdigit() and _alive(int(pid)) else None
 
 
 def _alive(pid: int) -> bool:

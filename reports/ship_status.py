@@ -27,7 +27,7 @@ from pathlib import Path
 from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, shipped_folder
 
-from .ship import PROVENANCE, _alive, queue, training_estimate
+from .ship import PROVENANCE, lock_holder, queue, training_estimate
 from .ship_pack import PENDING, whole
 
 
@@ -67,15 +67,6 @@ def _from_manifest(folder: Path, state: str) -> Standing:
                     sum(e["bytes"] for e in m["files"].values()))  # fmt: skip
 
 
-def _locked_by(out: Path) -> int | None:
-    """The pid of a live process on this machine holding `out`'s training lock (reports.ship.training_lock)."""
-    try:
-        host, _, pid = (out / "training.lock").read_text().partition(" ")
-    except OSError:
-        return None
-    return int(pid) if host == os.uname().nodename and pid.isdigit() and _alive(int(pid)) else None
-
-
 def standing(profile_name: str, corpus, config, root: Path | None = None) -> Standing:
     """Where one model of the profile stands: shipped, waiting for its set, or here in the artifacts folder."""
     from charlm.paths import model_dir
@@ -94,7 +85,7 @@ def standing(profile_name: str, corpus, config, root: Path | None = None) -> Sta
         sessions = json.loads((out / PROVENANCE).read_text())["sessions"]
     except (OSError, ValueError, KeyError):
         sessions = []
-    holder = _locked_by(out)
+    holder = lock_holder(out)
     if metrics.get("complete") and sessions:
         state = "to pack"
     elif holder is not None:

@@ -466,7 +466,7 @@ def test_status_tells_a_model_training_here_from_one_partly_trained_finished_or_
     partly = at()
     assert (partly.state, partly.epochs, partly.best_val, partly.cpu_s) == ("partly trained", 3, 1.5, 150.5)
     assert partly.estimated_before and partly.left_s == 1000.0 - 150.5  # its estimate less what it has used
-    (out / "training.lock").write_text(f"{os.uname().nodename} {os.getpid()}")  # a live process holds it
+    (out / "training.lock").write_text(f"{platform.node()} {os.getpid()}")  # a live process holds it
     assert at().state == f"training (pid {os.getpid()})"
     (out / "training.lock").unlink()
     (out / "metrics.json").write_text(json.dumps({"epochs": [{}] * 4, "best_val_loss": 1.4, "complete": True}))
