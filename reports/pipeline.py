@@ -154,9 +154,12 @@ def networks_read(models: list[Planned], left_out: list[Planned]) -> tuple[int, 
     """How many recurrent networks the analyses read (one per configuration and seed: a cell trained at several
     dropouts is read at the one validation chooses, analyses.context), and how many more once `left_out` ships."""
 
+    def cell(m):  # a trained network's configuration but its dropout; an adopted one is its own
+        c = m.config
+        return (m.corpus.name, c.arch, c.layers, c.size, c.seed) if hasattr(c, "seed") else (m.corpus.name, m.model_id)
+
     def cells(ms):
-        return {(m.corpus.name, m.config.arch, m.config.layers, m.config.size, m.config.seed) for m in ms
-                if m.kind.recurrent}  # fmt: skip
+        return {cell(m) for m in ms if m.kind.recurrent}
 
     now = cells(models)
     return len(now), len(cells(left_out) - now)

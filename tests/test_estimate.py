@@ -151,7 +151,9 @@ def test_the_networks_the_analyses_read_count_a_cell_trained_at_several_dropouts
         return SimpleNamespace(corpus=SimpleNamespace(name=corpus), kind=SimpleNamespace(recurrent=recurrent),
                                config=TrainConfig(corpus=corpus, arch=arch, dropout=dropout, seed=seed))  # fmt: skip
 
-    shipped = [model(), model(seed=1), model("rnn"), model(recurrent=False)]
+    adopted = SimpleNamespace(corpus=SimpleNamespace(name="c"), kind=SimpleNamespace(recurrent=True),
+                              config=SimpleNamespace(arch="lstm"), model_id="adopted-lstm-L1-H8-abc123")  # fmt: skip
+    shipped = [model(), model(seed=1), model("rnn"), model(recurrent=False), adopted]
     left_out = [model(dropout=0.1), model(dropout=0.25), model("gru"), model("gru", dropout=0.1), model(corpus="d")]
-    assert networks_read(shipped, left_out) == (3, 2)  # the new GRU cell and the LSTM on corpus d
-    assert networks_read(shipped, []) == (3, 0)
+    assert networks_read(shipped, left_out) == (4, 2)  # the new GRU cell and the LSTM on corpus d
+    assert networks_read(shipped, []) == (4, 0)  # a user's model: no TrainConfig
