@@ -5,6 +5,7 @@ reads converged models without training them (README, "Shipped models"):
 
     python -m reports.ship train --profile reference   # train each planned model in turn (resumable), one thread
     python -m reports.ship pack --profile reference    # copy the finished ones into models/reference/ + manifests
+    python -m reports.ship status --profile reference  # where each model stands, and the training left (ship_status)
 
 `train` records, beside each model's artifacts, the exact command, the git revision of the code, the machine,
 the dates and the wall time of every session that trained it (provenance.json): a model trained across several
