@@ -33,7 +33,7 @@ from reports.pipeline import RunOptions, run
 REPO = Path(__file__).resolve().parents[1]
 
 SHIPPED = sorted(shipped.SHIPPED_ROOT.glob("*/*/*/manifest.json"))
-SHIPPED_BUDGET_BYTES = 100_000_000  # issues 19 and 22: the reference models with their snapshots, at most 100 MB
+SHIPPED_BUDGET_BYTES = ship_pack.SHIPPED_BUDGET_MB * 1_000_000  # the shipped models with their snapshots
 
 
 def _is_nnn(manifest_path) -> bool:
@@ -237,6 +237,12 @@ def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
     assert [s["step"] for s in ship_pack.shipped_snapshots(deeper, snaps, headline=False)] == [1]
     assert ship_pack.shipped_snapshots(TrainConfig("c", "lstm", 3, 8, seed=0), snaps, headline=True) == snaps
     assert ship_pack.shipped_snapshots(config, [], headline=True) == []
+    # issue 38's budget: the notes' rungs, minGRU / minLSTM and the dropout models ship their first snapshot only
+    for first_only in (TrainConfig("c", "cbow", 1, 8, seed=0), TrainConfig("c", "mingru", 1, 8, seed=0),
+                       TrainConfig("c", "lstm", 1, 8, seed=0, dropout=0.1)):  # fmt: skip
+        assert [s["step"] for s in ship_pack.shipped_snapshots(first_only, snaps, headline=False)] == [1]
+    levy = TrainConfig("c", "lstm-srnn", 1, 8, seed=0)  # Levy's 1-layer ablations keep their trajectories
+    assert [s["step"] for s in ship_pack.shipped_snapshots(levy, snaps, headline=False)] == [1, 2, 47]
 
 
 @pytest.fixture
