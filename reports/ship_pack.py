@@ -33,9 +33,10 @@ def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dic
     - the rest: none besides the first (the analyses read their final checkpoints; vanishing profiles them at
       initialisation and after training): the deeper models of Fig 1's grid (issue 22), the other seeds, and, as
       issue 38 asks once the shipped models would pass about 130 MB, the lecture notes' rungs, minGRU and minLSTM
-      and the models trained at a dropout above 0. Projected for reference once its 130 planned models ship (4 bytes
-      a parameter a file, as measured; 2026-11-27): 148 MB this way; every fourth snapshot for those too, 184 MB; the first alone
-      for every model but the headlines, 128 MB, which would drop the trajectories of Fig 1's and Levy's cells.
+      and the models trained at a dropout above 0. Projected for reference once its 130 planned models ship (4
+      bytes a parameter a file, as measured; 2026-11-27): 148 MB this way; every fourth snapshot for those too,
+      184 MB; the first alone for every model but the headlines, 128 MB, which would drop the trajectories of Fig
+      1's and Levy's cells.
     """
     if not snapshots:
         return []
