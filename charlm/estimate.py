@@ -9,9 +9,10 @@ work (a recurrent forward and backward in torch, a numpy sort, a Python loop). O
 2. "scaled": a recorded job of the same shape (architecture, depth and width; baseline and order) and the same
    work (train, score, build), in any record, per unit of work (characters trained or read, tokens x order), x this
    job's units and the machine ratio: the same model on another corpus, a quick model on a user's text;
-3. "by kind": the recorded jobs of the same work, per unit and per parameter (a network of a new shape);
-4. training that no record holds: the training seconds per character that the shipped models' manifests record
-   for the shape (models/<profile>/), as 2.
+3. training that no record holds: the training seconds per character that the shipped models' manifests record
+   for the shape (models/), as 2; else those of the architecture's other shipped shapes, per character and
+   parameter (a minGRU 2 x 190 from the shipped minGRU 1 x 465);
+4. "by kind": the recorded jobs of the same work, per unit and per parameter (a network of a new shape);
 
 An analysis is priced by its record, scaled by the number of networks it reads against the record's; rendering by
 its record. The wall time is the job graph list-scheduled onto the workers exactly as the pipeline runs it
@@ -126,19 +127,24 @@ def records(profile_name: str) -> list[Record]:
     return [r for r in (Record.load(p) for p in paths if p.is_file()) if r is not None]
 
 
-def shipped_training(root: Path | None = None) -> dict[str, list[float]]:
-    """Training CPU seconds per character of every shipped network, by shape ("lstm L2 H84"): rule 4's record."""
+def shipped_training(root: Path | None = None, per_parameter: bool = False) -> dict[str, list[float]]:
+    """Training CPU seconds per character of every shipped network (models/, the ones waiting for their set in
+    models/pending/ included), by shape ("lstm L2 H84"): rule 3's record. `per_parameter`: seconds per character
+    and parameter, by architecture ("mingru"), for a shape no shipped model has."""
     from .shipped import SHIPPED_ROOT
 
     rates: dict[str, list[float]] = {}
-    for path in sorted((root or SHIPPED_ROOT).glob("*/*/*/manifest.json")):
+    for path in sorted((root or SHIPPED_ROOT).rglob("manifest.json")):
         m = json.loads(path.read_text())
         tc, seconds = m.get("train_config"), m.get("cpu_seconds") or m.get("training_seconds")
         metrics = path.with_name("metrics.json")
         if not tc or not seconds or not metrics.is_file():
             continue
-        chars = json.loads(metrics.read_text()).get("chars_trained") or 0
-        if chars:
+        record = json.loads(metrics.read_text())
+        chars, params = record.get("chars_trained") or 0, record.get("params") or 0
+        if chars and per_parameter and params:
+            rates.setdefault(tc["arch"], []).append(seconds / chars / params)
+        elif chars and not per_parameter:
             rates.setdefault(f"{tc['arch']} L{tc['layers']} H{tc['size']}", []).append(seconds / chars)
     return rates
 
@@ -153,14 +159,16 @@ class Pricer:
     profile: str
     records: list[Record]
     speed: float  # this machine's benchmark / the records' machine's: above 1 is slower
-    training: dict[str, list[float]]
+    training: dict[str, list[float]]  # shipped training, seconds per character, by shape
+    training_by_arch: dict[str, list[float]] = field(default_factory=dict)  # per character and parameter, by arch
 
     @classmethod
     def here(cls, profile_name: str, bench_s: float | None = None) -> Pricer:
         recs = records(profile_name)
         bench = bench_s if bench_s is not None else benchmark()
         ref = statistics.median([r.benchmark_s for r in recs]) if recs else bench
-        return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, shipped_training())
+        return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, shipped_training(),
+                   shipped_training(per_parameter=True))  # fmt: skip
 
     def _recorded(self) -> list[dict]:
         return [{**j, "key": k} for r in self.records for k, j in r.jobs.items()]
@@ -179,6 +187,11 @@ class Pricer:
         if w.what == "train" and w.shape in self.training:
             per = statistics.median(self.training[w.shape])
             return per * w.units * self.speed, 0.0, f"shipped {w.shape}'s training, per character"
+        arch = w.shape.split(" ")[0]
+        if w.what == "train" and w.params and arch in self.training_by_arch:
+            per = statistics.median(self.training_by_arch[arch])
+            return (per * w.units * w.params * self.speed, 0.0,
+                    f"shipped {arch} training of other shapes, per character and parameter")  # fmt: skip
         kin = [j for j in self._recorded() if j["what"] == w.what and j["units"] and (j["params"] or 0) > 0]
         if kin and w.params:
             per = statistics.median(j["seconds"] / j["units"] / j["params"] for j in kin)

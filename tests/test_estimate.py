@@ -3,6 +3,8 @@ them; the countdown that never says "0 s left" while work remains. Answers known
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from charlm import estimate as est
@@ -51,6 +53,9 @@ def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
     assert seconds == pytest.approx(180.0) and disk == pytest.approx(15000) and rule.startswith("scaled")
     seconds, _, rule = pricer.price(job("train:d/rnn", work=Work("train", 2000, "rnn L1 H5", 50)))
     assert seconds == pytest.approx(4.0) and rule.startswith("shipped")  # 0.001 s/char x 2000 x 2
+    pricer.training_by_arch = {"rnn": [2e-6]}  # another rnn shape shipped: per character and parameter
+    seconds, _, rule = pricer.price(job("train:d/rnn2", work=Work("train", 2000, "rnn L2 H3", 50)))
+    assert seconds == pytest.approx(2e-6 * 2000 * 50 * 2) and rule.startswith("shipped rnn training of other shapes")
     seconds, disk, rule = pricer.price(job("train:d/lstm", work=Work("train", 2000, "lstm L2 H4", 400)))
     assert seconds == pytest.approx(80 / 4000 / 200 * 2000 * 400 * 2) and rule.startswith("by kind")
     assert disk == 7000  # a training folder's size does not grow with the characters trained
@@ -157,3 +162,15 @@ def test_the_networks_the_analyses_read_count_a_cell_trained_at_several_dropouts
     left_out = [model(dropout=0.1), model(dropout=0.25), model("gru"), model("gru", dropout=0.1), model(corpus="d")]
     assert networks_read(shipped, left_out) == (4, 2)  # the new GRU cell and the LSTM on corpus d
     assert networks_read(shipped, []) == (4, 0)  # a user's model: no TrainConfig
+
+
+def test_shipped_training_is_read_per_shape_and_per_architecture_from_models_and_pending(tmp_path):
+    for room, arch, size, params, cpu in (("reference", "mingru", 465, 1000, 400.0), ("pending/reference", "mingru",
+                                                                                      190, 500, 300.0)):  # fmt: skip
+        folder = tmp_path / room / "c" / f"{arch}-{size}"
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({"cpu_seconds": cpu, "train_config": {
+            "arch": arch, "layers": 1, "size": size}}))  # fmt: skip
+        (folder / "metrics.json").write_text(json.dumps({"chars_trained": 100, "params": params}))
+    assert est.shipped_training(tmp_path) == {"mingru L1 H465": [4.0], "mingru L1 H190": [3.0]}
+    assert est.shipped_training(tmp_path, per_parameter=True) == {"mingru": [0.006, 0.004]}
