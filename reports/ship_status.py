@@ -164,7 +164,7 @@ def status(profile_name: str, root: Path | None = None) -> int:
     )
     if measured:
         ratios = sorted(cpu / est for cpu, est in measured)
-        line += (f"; the {len(ratios)} shipped with an estimate recorded before training cost "
-                 f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x of it")  # fmt: skip
+        spread = f"{ratios[0]:.2f}x" if len(ratios) == 1 else f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x"
+        line += f"; the {len(ratios)} shipped with an estimate recorded before training cost {spread} of it"
     print(line)
     return 0
