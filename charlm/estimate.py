@@ -127,13 +127,14 @@ def records(profile_name: str) -> list[Record]:
     return [r for r in (Record.load(p) for p in paths if p.is_file()) if r is not None]
 
 
-def shipped_training(root: Path | None = None, per_parameter: bool = False) -> dict[str, list[float]]:
-    """Training CPU seconds per character of every shipped network (models/, the ones waiting for their set in
-    models/pending/ included), by shape ("lstm L2 H84"): rule 3's record. `per_parameter`: seconds per character
-    and parameter, by architecture ("mingru"), for a shape no shipped model has."""
+def shipped_training(root: Path | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Training CPU seconds of every shipped network (models/, the ones waiting for their set in models/pending/
+    included): per character by shape ("lstm L2 H84"), and per character and parameter by architecture ("mingru",
+    for a shape no shipped model has): rule 3's records."""
     from .shipped import SHIPPED_ROOT
 
-    rates: dict[str, list[float]] = {}
+    by_shape: dict[str, list[float]] = {}
+    by_arch: dict[str, list[float]] = {}
     for path in sorted((root or SHIPPED_ROOT).rglob("manifest.json")):
         m = json.loads(path.read_text())
         tc, seconds = m.get("train_config"), m.get("cpu_seconds") or m.get("training_seconds")
@@ -142,11 +143,11 @@ def shipped_training(root: Path | None = None, per_parameter: bool = False) -> d
             continue
         record = json.loads(metrics.read_text())
         chars, params = record.get("chars_trained") or 0, record.get("params") or 0
-        if chars and per_parameter and params:
-            rates.setdefault(tc["arch"], []).append(seconds / chars / params)
-        elif chars and not per_parameter:
-            rates.setdefault(f"{tc['arch']} L{tc['layers']} H{tc['size']}", []).append(seconds / chars)
-    return rates
+        if chars:
+            by_shape.setdefault(f"{tc['arch']} L{tc['layers']} H{tc['size']}", []).append(seconds / chars)
+            if params:
+                by_arch.setdefault(tc["arch"], []).append(seconds / chars / params)
+    return by_shape, by_arch
 
 
 # ------------------------------------------------------------------------------------------ pricing
@@ -167,8 +168,7 @@ class Pricer:
         recs = records(profile_name)
         bench = bench_s if bench_s is not None else benchmark()
         ref = statistics.median([r.benchmark_s for r in recs]) if recs else bench
-        return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, shipped_training(),
-                   shipped_training(per_parameter=True))  # fmt: skip
+        return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, *shipped_training())
 
     def _recorded(self) -> list[dict]:
         return [{**j, "key": k} for r in self.records for k, j in r.jobs.items()]

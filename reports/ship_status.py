@@ -24,10 +24,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from charlm.kinds.recurrent import shipped_stand_in
 from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, shipped_folder
 
-from .ship import PROVENANCE, lock_holder, queue, training_estimate
+from .ship import PROVENANCE, is_nnn, lock_holder, queue, training_estimate
 from .ship_pack import PENDING, whole
 
 
@@ -94,30 +95,13 @@ def standing(profile_name: str, corpus, config, root: Path | None = None) -> Sta
         state = "partly trained"
     else:
         state = "to train"
-    stand_in = _stand_in(profile_name, corpus, config, root)
+    stand_in = None if is_nnn(config) else shipped_stand_in(profile_name, corpus, config)
     if stand_in and state != "to pack":
-        state += f"; {stand_in} stands in"
+        state += f"; {stand_in['model_id']} stands in"
     epochs = metrics.get("epochs")
     before = _first_estimate(sessions)
     return Standing(state, len(epochs) if isinstance(epochs, list) else None, metrics.get("best_val_loss"),
                     _sessions_cpu(sessions) if sessions else None, before, before is not None)  # fmt: skip
-
-
-def _stand_in(profile_name: str, corpus, config, root: Path | None) -> str | None:
-    """The id of the shipped model of this configuration trained by an earlier stopping rule, if one ships."""
-    from dataclasses import asdict
-
-    from charlm.kinds.recurrent import _training_key
-
-    if not hasattr(config, "model_config"):
-        return None  # an n-NN: nothing stands in for it
-    key = _training_key(asdict(config))
-    for path in sorted(shipped_folder(profile_name, corpus.artifact_name, "*", root).parent.glob(f"*/{MANIFEST}")):
-        m = json.loads(path.read_text())
-        tc = m.get("train_config")
-        if tc and m.get("corpus_key") == corpus.key and _training_key(tc) == key:
-            return m["model_id"]
-    return None
 
 
 def cost(seconds: float | None) -> str:

@@ -172,5 +172,5 @@ def test_shipped_training_is_read_per_shape_and_per_architecture_from_models_and
         (folder / "manifest.json").write_text(json.dumps({"cpu_seconds": cpu, "train_config": {
             "arch": arch, "layers": 1, "size": size}}))  # fmt: skip
         (folder / "metrics.json").write_text(json.dumps({"chars_trained": 100, "params": params}))
-    assert est.shipped_training(tmp_path) == {"mingru L1 H465": [4.0], "mingru L1 H190": [3.0]}
-    assert est.shipped_training(tmp_path, per_parameter=True) == {"mingru": [0.006, 0.004]}
+    by_shape, by_arch = est.shipped_training(tmp_path)
+    assert by_shape == {"mingru L1 H465": [4.0], "mingru L1 H190": [3.0]} and by_arch == {"mingru": [0.006, 0.004]}

@@ -55,25 +55,15 @@ class Recurrent(ModelKind):
         it stands in for `wanted` until that ships (issue 38). None when there is none."""
         from ..train import TrainConfig
 
-        key = _training_key(asdict(wanted.config))
-        for manifest in _shipped_manifests(profile_name, wanted.corpus.artifact_name):
-            tc = manifest.get("train_config")  # n-NNs ship an nnn_config instead
-            if tc and manifest.get("corpus_key") == wanted.corpus.key and _training_key(tc) == key:
-                config = replace(TrainConfig(**tc), corpus=wanted.config.corpus)
-                mid = manifest["model_id"]
-                folder = model_dir(wanted.corpus.artifact_name, mid)
-                shipped = shipped_folder(profile_name, wanted.corpus.artifact_name, mid)
-                return Planned(
-                    self,
-                    wanted.corpus_arg,
-                    wanted.corpus,
-                    mid,
-                    folder,
-                    config,
-                    shipped=shipped,
-                    stand_in_for=wanted.model_id,
-                )
-        return None
+        manifest = shipped_stand_in(profile_name, wanted.corpus, wanted.config)
+        if manifest is None:
+            return None
+        config = replace(TrainConfig(**manifest["train_config"]), corpus=wanted.config.corpus)
+        mid = manifest["model_id"]
+        folder = model_dir(wanted.corpus.artifact_name, mid)
+        shipped = shipped_folder(profile_name, wanted.corpus.artifact_name, mid)
+        return Planned(self, wanted.corpus_arg, wanted.corpus, mid, folder, config, shipped=shipped,
+                       stand_in_for=wanted.model_id)  # fmt: skip
 
     def damage(self, planned: Planned) -> str | None:
         from ..checkpoint import file_sha256
@@ -208,6 +198,16 @@ class Recurrent(ModelKind):
 def _training_key(train_config: dict) -> str:
     """What decides a run's trajectory: every training setting but the corpus string and when to stop."""
     return json.dumps({k: v for k, v in train_config.items() if k not in ("corpus", *STOPPING)}, sort_keys=True)
+
+
+def shipped_stand_in(profile_name: str, corpus: corpora.Corpus, config) -> dict | None:
+    """The manifest of the shipped model of `config` on `corpus` but for when training stopped, if one ships."""
+    key = _training_key(asdict(config))
+    for manifest in _shipped_manifests(profile_name, corpus.artifact_name):
+        tc = manifest.get("train_config")  # n-NNs ship an nnn_config instead
+        if tc and manifest.get("corpus_key") == corpus.key and _training_key(tc) == key:
+            return manifest
+    return None
 
 
 def _shipped_manifests(profile_name: str, corpus_artifact_name: str) -> tuple[dict, ...]:
