@@ -33,10 +33,10 @@ def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dic
     - the rest: none besides the first (the analyses read their final checkpoints; vanishing profiles them at
       initialisation and after training): the deeper models of Fig 1's grid (issue 22), the other seeds, and, as
       issue 38 asks once the shipped models would pass about 130 MB, the lecture notes' rungs, minGRU and minLSTM
-      and the models trained at a dropout above 0. Projected for reference once its 130 planned models ship (4
-      bytes a parameter a file, as measured; 2026-11-27): 148 MB this way; every fourth snapshot for those too,
-      184 MB; the first alone for every model but the headlines, 128 MB, which would drop the trajectories of Fig
-      1's and Levy's cells.
+      and the models trained at a dropout above 0. `ship status` projects the profile's shipped size by this rule
+      once every planned model ships (`projected_bytes`): reference's 130, 148 MB (2026-11-27); every fourth
+      snapshot for those too, 184 MB; the first alone for every model but the headlines, 128 MB, which would drop
+      the trajectories of Fig 1's and Levy's cells.
     """
     if not snapshots:
         return []
@@ -52,6 +52,19 @@ def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dic
 
 
 SHIPPED_BUDGET_MB = 150  # issues 19, 22 (100 MB for Fig 1's grid), 38 (about 130 MB, then the first snapshot only)
+PT_OVERHEAD = 3_500  # bytes of a .pt file besides its float32 weights (torch's zip records, the pickled config)
+SIDE_BYTES = 12_000  # a shipped recurrent model's metrics.json and manifest.json (the shipped ones: 5-12 KB)
+
+
+def projected_bytes(config, vocab_size: int, headline: bool) -> int:
+    """What a planned recurrent model will ship, by `shipped_snapshots`'s rule, before it is trained: its checkpoint
+    and each snapshot it keeps at 4 bytes a parameter (float32) plus PT_OVERHEAD, and its metrics and manifest.
+    Tested against the shipped models' manifests (within 3 %)."""
+    from charlm.model import ModelConfig, count_params
+
+    params = count_params(ModelConfig(config.arch, vocab_size, config.layers, config.size))
+    files = 1 + len(shipped_snapshots(config, [{}] * config.snapshots, headline))
+    return files * (4 * params + PT_OVERHEAD) + SIDE_BYTES
 
 
 def pack_one(source: Path, folder: Path, profile: str, headline: bool) -> dict:

@@ -14,7 +14,9 @@ beside its epochs and best validation loss so far, the CPU seconds it has cost (
 the estimate says its whole training costs: the figure `ship train` recorded as its first session started, where
 there is one ("before", so that it can be set beside the measured cost), else the estimate on this machine now
 (charlm.estimate: one thread, priced per character to the epoch cap, since early stopping cannot be foreseen).
-The summary adds up the CPU hours left by the estimate (a partly trained model: its estimate less what it has used).
+The summary adds up the CPU hours left by the estimate (a partly trained model: its estimate less what it has used)
+and the size the profile's shipped models will have once every planned one ships (a model not packed yet: as
+reports.ship_pack.projected_bytes projects it), against the repository's budget.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, shipped_folder
 
 from .ship import PROVENANCE, is_nnn, lock_holder, queue, training_estimate
-from .ship_pack import PENDING, whole
+from .ship_pack import PENDING, SHIPPED_BUDGET_MB, projected_bytes, whole
 
 
 @dataclass
@@ -104,6 +106,17 @@ def standing(profile_name: str, corpus, config, root: Path | None = None) -> Sta
                     _sessions_cpu(sessions) if sessions else None, before, before is not None)  # fmt: skip
 
 
+def headlines(planned: list[tuple]) -> dict:
+    """Corpus key -> the headline LSTM (charlm.plan.headline_config: it ships every snapshot) of a `queue`."""
+    from charlm.plan import headline_config
+
+    found = {}
+    for corpus in {c.key: c for c, _, _ in planned}.values():
+        configs = [cf for c, cf, _ in planned if c.key == corpus.key and not is_nnn(cf)]
+        found[corpus.key] = headline_config(configs, corpus.vocab_size)
+    return found
+
+
 def cost(seconds: float | None) -> str:
     """CPU seconds as the table writes them: hours to two decimals, seconds below a hundredth of an hour."""
     if seconds is None:
@@ -117,14 +130,20 @@ def status(profile_name: str, root: Path | None = None) -> int:
 
     profile = load_profile(profile_name)
     pricer = Pricer.here(profile.name)
+    planned = queue(profile)
+    headline = headlines(planned)
     print("| corpus | model | group | state | epochs | best val | CPU | estimate CPU | shipped MB |")
     print("|---|---|---|---|---|---|---|---|---|")
-    rows = []
-    for corpus, config, group in queue(profile):
+    rows, projected = [], 0
+    for corpus, config, group in planned:
         s = standing(profile.name, corpus, config, root)
         if s.estimate_s is None:
             s.estimate_s = training_estimate(pricer, corpus, config)
         rows.append(s)
+        if s.shipped_bytes or is_nnn(config):
+            projected += s.shipped_bytes
+        else:
+            projected += projected_bytes(config, corpus.vocab_size, config == headline[corpus.key])
         best = "" if s.best_val is None else f"{s.best_val:.4f}"
         estimate = cost(s.estimate_s) + (" (before)" if s.estimated_before else "")
         size = f"{s.shipped_bytes / 1e6:.1f}" if s.shipped_bytes else ""
@@ -144,7 +163,8 @@ def status(profile_name: str, root: Path | None = None) -> int:
         f"{count('training', 'partly trained')} training or partly trained here, {count('to train')} to train; "
         f"by the estimate {left / 3600:.1f} CPU-hours of training left: about {left / 3600 / cores:.1f} h on "
         f"{cores} one-thread workers, one per core (this machine runs the estimate's benchmark at "
-        f"{pricer.speed:.2f}x the records' time)"
+        f"{pricer.speed:.2f}x the records' time); shipped once all {len(rows)} ship, by the snapshot rule: about "
+        f"{projected / 1e6:.0f} MB (budget {SHIPPED_BUDGET_MB} MB)"
     )
     if measured:
         ratios = sorted(cpu / est for cpu, est in measured)

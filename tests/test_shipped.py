@@ -182,6 +182,26 @@ def test_the_shipped_models_are_whole_planned_by_their_profile_and_within_budget
 PENDING = sorted((shipped.SHIPPED_ROOT / "pending").glob("*/*/*/manifest.json"))
 
 
+def test_the_projected_size_of_a_planned_model_is_what_the_shipped_ones_hold():
+    """`ship status` projects the shipped size before training (ship_pack.projected_bytes): checked against the
+    bytes every shipped recurrent model's manifest lists, each within 3 %."""
+    by_profile: dict = {}
+    for manifest_path in RECURRENT + PENDING:
+        manifest = json.loads(manifest_path.read_text())
+        profile = manifest["profile"]
+        if profile not in by_profile:
+            planned = ship.queue(load_profile(profile))
+            by_profile[profile] = ({(c.key, cf.model_id(c.key)): (c, cf) for c, cf, _ in planned},
+                                   ship_status.headlines(planned))  # fmt: skip
+        configs, headline = by_profile[profile]
+        if (manifest["corpus_key"], manifest["model_id"]) not in configs:
+            continue  # an old-rule model standing in for a planned one
+        corpus, config = configs[manifest["corpus_key"], manifest["model_id"]]
+        actual = sum(entry["bytes"] for entry in manifest["files"].values())
+        projected = ship_pack.projected_bytes(config, corpus.vocab_size, config == headline[corpus.key])
+        assert abs(projected - actual) <= 0.03 * actual, (manifest["model_id"], projected, actual)
+
+
 @pytest.mark.skipif(not PENDING, reason="no model waits in models/pending/")
 def test_pending_models_are_whole_and_trained_by_the_papers_rule():
     """models/pending/ keeps Levy's models retrained by the papers' stopping rule until their set (corpus, depth) is
