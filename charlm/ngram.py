@@ -99,9 +99,6 @@ def binary_path(folder: Path) -> Path:
     return Path(folder) / binary_name(int(n))
 
 
-BENCH_POSITIONS = 20_000
-
-
 # ----------------------------------------------------------------------------- tools
 
 
@@ -416,45 +413,6 @@ def predict(
     }
     atomic.write_json(folder / "metrics.json", metrics)
     return out
-
-
-# ----------------------------------------------------------------------------- bench
-
-
-def benchmark(
-    corpus_name: str = "warpeace", n: int = 20, positions: int = BENCH_POSITIONS, progress: bool = False
-) -> list[dict]:
-    """`make bench`: lmplz time of the (n+1)-gram on the train split, and full-distribution scoring speed.
-
-    The lmplz time is measured when the model is built; a cached build reports the time it recorded
-    ("lmplz_cached": true). Scoring speed is measured now, from a cold cache, on the first
-    `positions` test positions. Missing KenLM or corpus gives a record with a "skipped" reason.
-    """
-    record: dict = {"baseline": "ngram", "corpus": corpus_name, "n": n, "order": n + 1}
-    try:
-        import_kenlm()
-        find_tool("lmplz"), find_tool("build_binary")
-        corpus = corpora.load(corpus_name)
-    except UserError as err:
-        return [{**record, "skipped": str(err)}]
-    cached = _read_metrics(model_folder(corpus, n)) is not None
-    folder = build(corpus, n, progress=progress)
-    metrics = _read_metrics(folder) or {}
-    model = load_model(folder)
-    ids = corpus.split("test")[: positions + 1]
-    _, _, _, stats = score_stream(model, ids, token_names(corpus.vocab))  # full rows: the costly case
-    record.update(
-        {
-            "lmplz_seconds": float(metrics.get("lmplz_seconds", float("nan"))),
-            "build_binary_seconds": float(metrics.get("build_binary_seconds", float("nan"))),
-            "lmplz_cached": cached,
-            "model_mib": metrics.get("model_bytes", 0) / 2**20,
-            "positions": stats["positions"],
-            "positions_per_s": float(stats["positions_per_s"]),
-            "distinct_states": stats["distinct_states"],
-        }
-    )
-    return [record]
 
 
 # ----------------------------------------------------------------------------- CLI

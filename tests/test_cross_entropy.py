@@ -12,7 +12,7 @@ import pytest
 
 from analyses import cross_entropy as ce
 from analyses.prose import sentence, unsupported_numbers
-from reports.render import table_view
+from reports.tables import table_view
 
 TYPES = ("lstm", "rnn", "gru-paper")
 NAN = re.compile(r"\bnan\b", re.IGNORECASE)

@@ -209,7 +209,7 @@ def test_the_views_read_everything_from_the_cached_result(tmp_path, artifacts, s
 
     from analyses.base import Result
     from analyses.ladder_plot import PANELS
-    from reports.render import table_view
+    from reports.tables import table_view
 
     prose, code = fake_corpus_file(tmp_path), code_corpus(tmp_path)
     for corpus in (prose, code):

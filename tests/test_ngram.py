@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 import corpora
-from charlm import ngram, predictions
+from charlm import bench, ngram, predictions
 from corpora import Corpus
 from corpora.errors import UserError, run_cli
 
@@ -122,7 +122,7 @@ def test_benchmark_without_the_corpus_returns_a_skipped_record(tmp_path, monkeyp
 
     monkeypatch.setenv("CORPORA_DIR", str(tmp_path / "no-corpora"))
     monkeypatch.setattr(corpora.corpus, "SHIPPED_DIR", tmp_path / "no-shipped-copies")
-    records = ngram.benchmark("warpeace")
+    records = bench.ngram_benchmark("warpeace")
     assert len(records) == 1 and records[0]["baseline"] == "ngram" and records[0]["n"] == 20
     assert "skipped" in records[0] and records[0]["skipped"]
 
@@ -306,12 +306,12 @@ def test_unseen_test_bytes_get_probability(kenlm):
 def test_benchmark_reports_lmplz_time_and_scoring_speed(kenlm, tmp_path):
     corpus_file = tmp_path / "bench.txt"
     corpus_file.write_bytes(small_corpus(6000).data.tobytes())
-    first = ngram.benchmark(str(corpus_file), n=3, positions=300)
+    first = bench.ngram_benchmark(str(corpus_file), n=3, positions=300)
     assert len(first) == 1 and "skipped" not in first[0]
     rec = first[0]
     assert rec["baseline"] == "ngram" and rec["n"] == 3 and rec["lmplz_cached"] is False
     assert rec["lmplz_seconds"] > 0 and rec["positions_per_s"] > 0 and rec["positions"] == 300
-    assert ngram.benchmark(str(corpus_file), n=3, positions=300)[0]["lmplz_cached"] is True
+    assert bench.ngram_benchmark(str(corpus_file), n=3, positions=300)[0]["lmplz_cached"] is True
 
 
 def test_a_damaged_model_or_predictions_file_is_rebuilt_or_named(kenlm, capsys):

@@ -15,13 +15,12 @@ from reports.render import (
     FailedModel,
     ReportContext,
     Section,
-    format_cell,
     format_duration,
     render,
     render_html,
     render_pdf,
-    table_view,
 )
+from reports.tables import format_cell, table_view
 
 HOSTILE = "<script>alert(1)</script> & friends"
 LINUX = "static int __init foo(void) { if (a < b && c > d) return -EINVAL; }"
