@@ -14,9 +14,10 @@ beside its epochs and best validation loss so far, the CPU seconds it has cost (
 the estimate says its whole training costs: the figure `ship train` recorded as its first session started, where
 there is one ("before", so that it can be set beside the measured cost), else the estimate on this machine now
 (charlm.estimate: one thread, priced per character to the epoch cap, since early stopping cannot be foreseen).
-The summary adds up the CPU hours left by the estimate (a partly trained model: its estimate less what it has used)
-and the size the profile's shipped models will have once every planned one ships (a model not packed yet: as
-reports.ship_pack.projected_bytes projects it), against the repository's budget.
+A second table sums the same per group, and the summary adds up the CPU hours left by the estimate (a partly
+trained model: its estimate less what it has used) and the size the profile's shipped models will have once every
+planned one ships (a model not packed yet: as reports.ship_pack.projected_bytes projects it), against the
+repository's budget.
 """
 
 from __future__ import annotations
@@ -134,12 +135,13 @@ def status(profile_name: str, root: Path | None = None) -> int:
     headline = headlines(planned)
     print("| corpus | model | group | state | epochs | best val | CPU | estimate CPU | shipped MB |")
     print("|---|---|---|---|---|---|---|---|---|")
-    rows, projected = [], 0
+    rows, projected, by_group = [], 0, {}
     for corpus, config, group in planned:
         s = standing(profile.name, corpus, config, root)
         if s.estimate_s is None:
             s.estimate_s = training_estimate(pricer, corpus, config)
         rows.append(s)
+        by_group.setdefault(group, []).append(s)
         if s.shipped_bytes or is_nnn(config):
             projected += s.shipped_bytes
         else:
@@ -149,7 +151,14 @@ def status(profile_name: str, root: Path | None = None) -> int:
         size = f"{s.shipped_bytes / 1e6:.1f}" if s.shipped_bytes else ""
         print(f"| {corpus.name} | {config.model_id(corpus.key)} | {group} | {s.state} | {s.epochs or ''} | {best} | "
               f"{cost(s.cpu_s)} | {estimate} | {size} |")  # fmt: skip
-    count = lambda *states: sum(r.state.split(" (")[0].split(";")[0] in states for r in rows)  # noqa: E731
+    count = lambda *states, rows=rows: sum(r.state.split(" (")[0].split(";")[0] in states for r in rows)  # noqa: E731
+    print("\n| group (in training order) | models | shipped | waiting for their set | not finished | CPU-hours left |")
+    print("|---|---|---|---|---|---|")
+    for group, members in by_group.items():
+        unfinished = len(members) - count("shipped", "waits for set", "to pack", rows=members)
+        print(f"| {group} | {len(members)} | {count('shipped', rows=members)} | "
+              f"{count('waits for set', rows=members)} | {unfinished} | "
+              f"{sum(r.left_s for r in members) / 3600:.1f} |")  # fmt: skip
     left = sum(r.left_s for r in rows)
     cores = os.cpu_count() or 1
     measured = [

@@ -469,6 +469,11 @@ def test_status_tables_each_models_state_cost_and_the_estimate_recorded_before_i
         recorded = model["sessions"][0]["estimate_cpu_seconds"]
         assert recorded > 0 and row[7] == f"{ship_status.cost(recorded)} (before)"
     assert ship_status.cost(7200) == "2.00 h" and ship_status.cost(None) == ""
+    second = lines.index("| group (in training order) | models | shipped | waiting for their set | not finished | "
+                         "CPU-hours left |")  # fmt: skip
+    groups = [line.strip("| ").split(" | ") for line in lines[second:] if line.startswith("| ")]
+    assert sum(int(g[1]) for g in groups[1:]) == 2 and sum(int(g[2]) for g in groups[1:]) == 2  # every model, shipped
+    assert all(g[4] == "0" and g[5] == "0.0" for g in groups[1:])
     summary = lines[-1]
     assert summary.startswith("2 of 2 models shipped") and "0 to train" in summary
     assert "by the estimate 0.0 CPU-hours of training left" in summary and "the 2 shipped with an estimate" in summary
