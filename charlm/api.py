@@ -111,7 +111,9 @@ class Model:
                raw: bool = False) -> str | bytes:  # fmt: skip
         """`length` characters sampled after `prime` (not included), as char-rnn samples (charlm.sample): T = 0 is
         the argmax, the same seed the same text. A str decoded with `encoding` (a cut multi-byte character is
-        replaced), or the bytes with `raw=True`."""
+        replaced), or the bytes with `raw=True`. The model reads the prime from a zero state: a few hundred characters
+        of real text put it where its test numbers measure it (a minGRU primed with a few characters writes one byte
+        over and over; charlm.sample)."""
         from .sample import sample
 
         out = sample(self.model, length, temperature, self._bytes(prime), seed)

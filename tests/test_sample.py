@@ -198,9 +198,11 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
     df = result.table
     assert len(df) == 3 and set(df["prime"]) == {""}  # no prime for a corpus the settings do not name
     table = pd.read_csv(common.save_table(df, tmp_path / "samples.csv"), keep_default_na=False)
+    warm = samples.warmup(corpus.decode(corpus.split("val")), 300)  # every model reads it first, not shown
+    assert warm.endswith(b"\n") and 0 < len(warm) <= 300 and (df["warmup"] == len(warm)).all()
     for row, raw in zip(df.itertuples(), samples.raw_bytes(table)):
         model = ctx.model(ctx.index[ctx.index["model_id"] == row.model_id].iloc[0])
-        assert raw == sample(model, 120, 0.8, b"", seed=1)  # exact bytes back from the cached CSV
+        assert raw == sample(model, 120, 0.8, warm, seed=1)  # exact bytes back from the cached CSV
         assert row.sample == raw[:40].decode("utf-8", errors="replace").replace("\r\n", "\n")
     shares = samples.known_shares(df).set_index("model")
     lstm = df[df["arch"] == "lstm"]
@@ -228,6 +230,13 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
     )
     appendix = samples.ANALYSIS.appendix(result)
     assert [len(t) for t in appendix.values()] == [2, 3]  # configurations (seeds pooled), then every model
+
+
+def test_the_warm_up_is_the_opening_cut_after_its_last_line_break():
+    assert samples.warmup(b"ab\ncd\nef", 300) == b"ab\ncd\n"
+    assert samples.warmup(b"ab\ncd\nef", 4) == b"ab\n"  # cut to 4 bytes, then after its line break
+    assert samples.warmup(b"abcdef", 4) == b"abcd"  # no line break: the whole opening
+    assert samples.warmup(b"ab\ncd", 0) == b""
 
 
 def test_known_word_share_counts_train_words(tmp_path):
