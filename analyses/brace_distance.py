@@ -322,6 +322,51 @@ def findings(summ: pd.DataFrame) -> list[Finding]:
     return out
 
 
+def input_only(df: pd.DataFrame) -> pd.DataFrame:
+    """Issue 39, "do they close braces?": per corpus and minimal RNN (minGRU, minLSTM: gates and content read the
+    input alone), its brace-weighted advantage over the 20-gram on every matched '}' and on those at least PLATEAU_AT
+    characters from their '{', beside the LSTM of its depth and budget row (absent: NaN)."""
+    from charlm import archs
+
+    cols = ["corpus", "model", "arch", "layers", "braces", "advantage", "far_braces", "far_adv", "plateau_at",
+            "lstm", "lstm_advantage", "lstm_far_adv"]  # fmt: skip
+    rows = []
+    df = df.assign(_row=df["budget"].astype(object).where(df["budget"].notna(), ""))  # the budget row, "" unknown
+
+    def advantages(part: pd.DataFrame) -> tuple[int, float, int, float]:
+        far = part[part["distance_from"] >= PLATEAU_AT]
+        return int(part["braces"].sum()), _weighted(part), int(far["braces"].sum()), _weighted(far)
+
+    minimal = df[df["arch"].isin(archs.names(family="min"))]
+    for (corpus, model), part in minimal.groupby(["corpus", "model"], sort=False):
+        first = part.iloc[0]
+        braces, adv, far_braces, far_adv = advantages(part)
+        row = {"corpus": corpus, "model": model, "arch": first["arch"], "layers": int(first["layers"]),
+               "braces": braces, "advantage": adv, "far_braces": far_braces, "far_adv": far_adv,
+               "plateau_at": PLATEAU_AT}  # fmt: skip
+        lstm = df[(df["corpus"] == corpus) & (df["arch"] == "lstm") & (df["layers"] == first["layers"])
+                  & (df["_row"] == first["_row"])]  # fmt: skip
+        if len(lstm):
+            name = lstm["model"].iloc[0]
+            _, row["lstm_advantage"], _, row["lstm_far_adv"] = advantages(lstm[lstm["model"] == name])
+            row["lstm"] = name
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=cols)
+
+
+def input_only_findings(table: pd.DataFrame) -> list[Finding]:
+    """One sentence per minimal RNN: its advantage on closing braces, near and far, beside its LSTM's (new)."""
+    out = []
+    for _, r in table.iterrows():
+        v = {k: x for k, x in r.items() if not (isinstance(x, float) and np.isnan(x))}
+        text = "{corpus}: the {model}'s p('}}') minus the 20-gram's: {advantage:+.3f} over all braces"
+        text += ", {far_adv:+.3f} from {plateau_at} characters on" if "far_adv" in v else ""
+        if "lstm" in v:
+            text += "; the {lstm}'s {lstm_advantage:+.3f}" + (", {lstm_far_adv:+.3f}" if "lstm_far_adv" in v else "")
+        out.append(Finding(text, v, corpus=r["corpus"]))
+    return out
+
+
 FAMILIES = {"lstm": "LSTMs", "gru": "GRUs", "gru-paper": "GRUs", "rnn": "RNNs"}  # the rest: Levy's ablations, others
 
 
@@ -431,7 +476,10 @@ class BraceDistance(Analysis):
     def compute(self, ctx: Context) -> Result:
         df = compute(ctx)
         summ = summary(df, float(ctx.settings["confidence"]))
-        return Result(df, findings(summ), tables={"summary": summ})
+        minimal = input_only(df)
+        return Result(
+            df, findings(summ) + input_only_findings(minimal), tables={"summary": summ, "input_only": minimal}
+        )
 
     def plot(self, result: Result):
         summ = result.tables.get("summary")

@@ -402,11 +402,20 @@ def findings(table: pd.DataFrame) -> list[Finding]:
         archs = sub[sub["arch"] != "all"].set_index("arch")
         longest = archs["span_median"].idxmax()
         w = {**v, "longest": archs.loc[longest, "label"], "longest_span": archs.loc[longest, "span_median"]}
-        for name, arch in (("lstm", "lstm"), ("gru", "gru-paper" if "gru-paper" in archs.index else "gru")):
+        named = {
+            "lstm": "lstm",
+            "gru": "gru-paper" if "gru-paper" in archs.index else "gru",
+            "mingru": "mingru",
+            "minlstm": "minlstm",
+        }  # the LSTM, the GRU and Feng et al.'s minimal RNNs (issue 39: their reach)
+        for name, arch in named.items():
             if arch in archs.index:
                 w[name] = archs.loc[arch, "span_median"]
-        parts = [p for p in ("lstm", "gru") if p in w]
-        said = ", ".join({"lstm": "{lstm:.2f} characters (LSTMs)", "gru": "{gru:.2f} (GRUs)"}[p] for p in parts)
+        parts = [p for p in named if p in w]
+        units = {"lstm": "LSTMs", "gru": "GRUs", "mingru": "minGRUs", "minlstm": "minLSTMs"}
+        said = ", ".join(
+            f"{{{p}:.2f}}" + (" characters" if k == 0 else "") + f" ({units[p]})" for k, p in enumerate(parts)
+        )
         out.append(Finding(
             "{corpus}: median memory span per cell " + (said + ", " if said else "") + "longest {longest_span:.2f} "
             "({longest}); {beyond_bptt:.1%} of cells reach beyond {bptt} characters", w, corpus=corpus))  # fmt: skip

@@ -113,3 +113,48 @@ def test_every_number_of_every_finding_is_in_the_tables(tmp_path, artifacts):
         assert len(sentence(finding).split()) <= 36, sentence(finding)
     assert ablations.ANALYSIS.paper_table()["gap_in_lstm_std"].max() == pytest.approx(236.5)
     plt.close(ablations.ANALYSIS.plot(result))
+
+
+def test_minimal_rnns_sit_beside_the_lstm_of_their_depth_and_row_and_say_where_depth_closes_the_gap(
+    tmp_path, artifacts
+):
+    """LSTM 1 x 8 over seeds 2.0, 2.1, 2.2 (mean 2.1, std 0.1) and one 2-layer LSTM of the same row at 1.9; minGRU
+    2.6 at 1 layer (+0.5 nats = +5 stds: beyond) and 1.95 at 2 (+0.05; one LSTM seed: no verdict); minLSTM 2.2 at 1
+    layer (+1 std: within from 1 layer); - S-RNN - HIDDEN 2.4 at 1 layer beside them (+0.3)."""
+    from charlm.model import matched_size
+
+    corpus = fake_corpus_file(tmp_path)
+    T, V = corpus.split("test").size - 1, corpus.vocab_size
+    _train(corpus, 1, 8, [2.0, 2.1, 2.2], {"lstm-srnn-hidden": 2.4})
+    fake_neural_model(corpus, nll=np.full(T, 1.9), arch="lstm", layers=2, size=matched_size("lstm", 8, V, 2))
+    for arch, layers, ce in (("mingru", 1, 2.6), ("mingru", 2, 1.95), ("minlstm", 1, 2.2)):
+        fake_neural_model(corpus, nll=np.full(T, ce), arch=arch, layers=layers, size=matched_size(arch, 8, V, layers))
+    result = ablations.ANALYSIS.compute(_ctx())
+    table = result.tables["input_only"].set_index(["arch", "layers"])
+    assert list(table.index) == [("mingru", 1), ("mingru", 2), ("minlstm", 1)]
+    assert table.loc[("mingru", 1), "lstm_ce"] == pytest.approx(2.1, abs=1e-6)
+    assert table.loc[("mingru", 1), "lstm_seeds"] == 3 and table.loc[("mingru", 2), "lstm_seeds"] == 1
+    assert table.loc[("mingru", 1), "gap_nats"] == pytest.approx(0.5, abs=1e-6)
+    assert table.loc[("mingru", 1), "gap_in_lstm_std"] == pytest.approx(5.0, abs=1e-4)
+    assert table.loc[("mingru", 2), "gap_nats"] == pytest.approx(0.05, abs=1e-6)
+    assert np.isnan(table.loc[("mingru", 2), "gap_in_lstm_std"])
+    assert bool(table.loc[("minlstm", 1), "within_noise"]) and not bool(table.loc[("mingru", 1), "within_noise"])
+    assert table.loc[("mingru", 1), "hidden_gap_nats"] == pytest.approx(0.3, abs=1e-6)
+    said = [sentence(f) for f in result.findings if "minus the LSTM of its depth" in sentence(f)]
+    assert said == [
+        "fake: minGRU minus the LSTM of its depth and budget row: +0.500 nats at 1 layer (+5.0 stds), +0.050 at 2 "
+        "layers (1 LSTM seed); beyond 3 stds wherever the LSTM has seeds",
+        "fake: minLSTM minus the LSTM of its depth and budget row: +0.100 nats at 1 layer (+1.0 stds); within 3 stds "
+        "from 1 layer",
+    ]
+    frames = [result.table, *result.tables.values()]
+    assert all(unsupported_numbers(s, frames) == [] for s in said)
+    assert "minGRU and minLSTM beside the LSTM of their depth and budget row" in ablations.ANALYSIS.appendix(result)
+
+
+def test_a_run_without_minimal_rnns_has_an_empty_table_and_no_such_finding(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [2.0, 2.1, 2.2], {"lstm-srnn": 2.15})
+    result = ablations.ANALYSIS.compute(_ctx())
+    assert result.tables["input_only"].empty and len(ablations.ANALYSIS.appendix(result)) == 1
+    assert not any("minus the LSTM" in sentence(f) for f in result.findings)

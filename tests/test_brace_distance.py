@@ -248,3 +248,30 @@ def test_every_number_a_finding_states_is_in_the_results_tables(c_corpus):
     for finding in result.findings:
         assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
         assert len(sentence(finding).split()) <= 32
+
+
+def test_a_minimal_rnn_is_set_beside_the_lstm_of_its_depth_on_braces_near_and_far(c_corpus):
+    """Issue 39, "do they close braces?": a minGRU that gives every '}' 100 or more characters from its '{' p 0.3 (the
+    20-gram's) and 0.8 nearer, beside an LSTM at 1.0 everywhere (+0.7 near and far): its advantage over every brace
+    and over those in the buckets from 60 characters on are the means of 0.5 and 0 over those braces."""
+    corpus, pairs = c_corpus
+    distance = np.array([c - o for o, c in pairs])
+    p_min = np.where(distance < 100, 0.8, 0.3)
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, np.ones(len(pairs)), 0.5)), arch="lstm")
+    fake_neural_model(corpus, nll=-np.log(_p_at_braces(corpus, pairs, p_min, 0.5)), arch="mingru", size=15)
+    fake_ngram_model(corpus, 20, nll=-np.log(_p_at_braces(corpus, pairs, np.full(len(pairs), 0.3), 0.5)))
+    ctx = Context(model_index(), common.settings(brace_distance, None, {"min_braces": 5, "resamples": 50}))
+    result = brace_distance.ANALYSIS.compute(ctx)
+    row = result.tables["input_only"].iloc[0]
+    assert len(result.tables["input_only"]) == 1 and row["arch"] == "mingru" and row["lstm"] == "LSTM 1x8"
+    far_from = result.table[result.table["distance_from"] >= brace_distance.PLATEAU_AT]["distance_from"].min()
+    far = distance >= far_from  # the braces of the buckets from 60 characters on
+    assert row["braces"] == len(pairs) and row["far_braces"] == far.sum() > 0
+    assert row["advantage"] == pytest.approx((p_min - 0.3).mean(), abs=1e-5)
+    assert row["far_adv"] == pytest.approx((p_min[far] - 0.3).mean(), abs=1e-5)
+    assert row["lstm_advantage"] == pytest.approx(0.7, abs=1e-5) and row["lstm_far_adv"] == pytest.approx(0.7, abs=1e-5)
+    said = [sentence(f) for f in result.findings if "minus the 20-gram's" in sentence(f)]
+    assert said == [f"kernel: the minGRU 1x15's p('}}') minus the 20-gram's: {row['advantage']:+.3f} over all braces, "
+                    f"{row['far_adv']:+.3f} from 60 characters on; the LSTM 1x8's +0.700, +0.700"]  # fmt: skip
+    frames = [result.table, *result.tables.values()]
+    assert unsupported_numbers(said[0], frames) == []

@@ -278,3 +278,18 @@ def test_the_gap_to_fig1_before_and_after_dropout_is_the_cells_mean():
     (finding,) = dropout_choice.findings(dropout_choice.by_corpus(cells))
     assert finding.values["before"] == pytest.approx(0.05) and finding.values["after"] == pytest.approx(0.025)
     assert "from +0.050 to +0.025" in sentence(finding)
+
+
+def test_minimal_rnns_sit_in_their_rows_of_the_grid_and_leave_sec_41s_counts_alone():
+    """Issue 39: minGRU and minLSTM in the grid beside Fig 1's types (no Fig 1 number), and every comparison of sec
+    4.1 counted on Fig 1's types alone, as without them."""
+    values = _grid()
+    extra = {("warpeace", 128, arch, n): 1.5 - 0.1 * n for arch in ("mingru", "minlstm") for n in (1, 2, 3)}
+    grid = ce.cells(_models({**values, **extra}))
+    minimal = grid[grid["arch"].isin(["mingru", "minlstm"])]
+    assert len(minimal) == 6 and minimal["paper_ce_nats"].isna().all() and (minimal["budget"] == 128).all()
+    pd.testing.assert_frame_equal(ce.comparisons(grid), ce.comparisons(ce.cells(_models(values))))
+    fig = ce.plot(_models({**values, **extra}))
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[-6:] == ["minGRU L1", "minGRU L2", "minGRU L3", "minLSTM L1", "minLSTM L2", "minLSTM L3"]
+    plt.close(fig)

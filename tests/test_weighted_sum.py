@@ -301,3 +301,24 @@ def test_the_diagonal_sentence_gives_one_number_when_its_range_rounds_to_one(low
     table = pd.DataFrame([_summary_row("lstm", low, high), _summary_row("all", low, high)])
     (diagonal,) = [f for f in weighted_sum.findings(table) if f.claim == "ws-diagonal"]
     assert said in sentence(diagonal)
+
+
+def test_the_span_finding_sets_the_minimal_rnns_beside_the_lstm_and_the_gru():
+    """Issue 39: how far back the minimal RNNs' weighted sums reach, against the LSTM's: their median spans are named
+    in the corpus's span sentence, each number one of the summary's."""
+    rows = []
+    for arch, span in (("lstm", 0.53), ("gru-paper", 0.21), ("mingru", 0.37), ("minlstm", 0.61), ("all", 0.4)):
+        rows.append({"corpus": "c", "arch": arch, "label": weighted_sum.LABELS.get(arch, "every model"), "models": 1,
+                     "layers": 1, "identity_passed": 1, "identity_max_error": 0.0, "state_max": 1.0, "gru_layers": 0,
+                     "sum_passed": 0, "sum_max_error": np.nan, "diagonal_min": 1.0, "diagonal_max": 1.0,
+                     "diagonal_always": 1, "rare_of": 0, "rare_found": 0, "rho_min": np.nan, "rho_max": np.nan,
+                     "span_median": span, "span_p90": span, "beyond_bptt": 0.0, "tolerance": weighted_sum.TOLERANCE,
+                     "always": weighted_sum.DIAGONAL_ALWAYS, "p_max": weighted_sum.RARE_P,
+                     "bptt": weighted_sum.BPTT})  # fmt: skip
+    table = pd.DataFrame(rows)
+    said = [sentence(f) for f in weighted_sum.findings(table) if "memory span" in sentence(f)]
+    assert said == [
+        "c: median memory span per cell 0.53 characters (LSTMs), 0.21 (GRUs), 0.37 (minGRUs), 0.61 (minLSTMs), "
+        "longest 0.61 (minLSTM); 0.0% of cells reach beyond 100 characters"
+    ]
+    assert unsupported_numbers(said[0], [table]) == []
