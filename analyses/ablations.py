@@ -395,7 +395,7 @@ class Ablations(Analysis):
     shows = (
         "Test cross-entropy of the LSTM and Levy's ablations, one row of panels per corpus and one column per depth, "
         "with bands of one LSTM seed std and of the noise threshold around the LSTM's mean and each ablation's gap "
-        "in LSTM stds."
+        "in LSTM stds; minGRU and minLSTM of the same depth and budget row beside them (diamonds)."
     )
     deviations = (
         "Levy et al. measured word-level perplexity on PTB with Zaremba et al.'s tuned 2-layer LSTMs; ours are "
@@ -419,7 +419,7 @@ class Ablations(Analysis):
     def plot(self, result: Result):
         from .ablations_plot import plot
 
-        return plot(result.table, result.tables["depths"])
+        return plot(result.table, result.tables["depths"], result.tables.get("input_only"))
 
     def summary_table(self, result: Result) -> pd.DataFrame:
         """Per corpus and depth: the LSTM, each ablation's gap in LSTM seed stds, how many are within noise."""

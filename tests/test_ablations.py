@@ -150,6 +150,11 @@ def test_minimal_rnns_sit_beside_the_lstm_of_their_depth_and_row_and_say_where_d
     frames = [result.table, *result.tables.values()]
     assert all(unsupported_numbers(s, frames) == [] for s in said)
     assert "minGRU and minLSTM beside the LSTM of their depth and budget row" in ablations.ANALYSIS.appendix(result)
+    fig = ablations.ANALYSIS.plot(result)  # the minimal RNNs of 1 layer on the 1-layer panel, after the ablations
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[:2] == ["LSTM", "- S-RNN - HIDDEN"]
+    assert ticks[2].startswith("minGRU ") and ticks[3].startswith("minLSTM ")
+    plt.close(fig)
 
 
 def test_a_run_without_minimal_rnns_has_an_empty_table_and_no_such_finding(tmp_path, artifacts):
