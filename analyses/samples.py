@@ -182,8 +182,8 @@ class Samples(Analysis):
         "so a share separates models only where they differ by several binomial stds.",
         "char-rnn samples from a zero state; every model here first reads the opening of the validation split (up to "
         "300 characters, cut after a line break), as the test numbers' streams do: the minGRUs, trained like every "
-        "model with the state carried across batches, lose 4 nats a character over their first 50 from a zero state "
-        "(the LSTM 1.6) and sampled from the prime alone wrote one repeated byte.",
+        "model with the state carried across batches, cost about 4 nats a character over their first 50 from a zero "
+        "state (the LSTM 1.6) and sampled from the prime alone wrote one repeated byte.",
         "A known word is a run of letters, digits, _ and ' starting with a letter or _ that occurs in the train split: "
         "a crude measure of well-formed text, blind to grammar and to code's syntax.",
     )
