@@ -12,8 +12,9 @@ characters), a bias held in the state, which a zero start reaches after about 20
 first 50 characters of War and Peace's test split cost 4.4 and 4.1 nats each (2 x 190, 1 x 465) against the LSTM
 1 x 128's 1.6, then 1.15 and 1.28 against 1.07 over the next 150 (2026-11-27), and sampled from the 4-byte prime
 alone they wrote one repeated byte (0 % known words). The warm-up the scoring reads (charlm.predict.WARMUP, 300)
-puts every model where the report's test numbers measure it. One number makes the samples comparable: the share of the sample's words (runs of letters, digits, _ and '
-starting with a letter or _; the prime's excluded) that occur in the corpus's train split.
+puts every model where the report's test numbers measure it. One number makes the samples comparable: the share of
+the sample's words (runs of letters, digits, _ and ' starting with a letter or _; the prime's excluded) that occur in
+the corpus's train split.
 
 Bytes are bytes: `sample_bytes` keeps each exact sample (prime included) as a Python bytes literal
 (`raw_bytes(df)` reads them back); `sample` is its first `show` bytes decoded as UTF-8 with
