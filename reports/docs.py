@@ -317,6 +317,37 @@ def levy_section(run: Run) -> list[str]:
     return lines + table(header + [f"Levy {c}: gap (std)" for c in configs], rows)
 
 
+def min_rnn_section(run: Run) -> list[str]:
+    """Issue 39: minGRU and minLSTM beside the LSTM of their depth and budget row (analyses.ablations.input_only)."""
+    lines = ["## minGRU and minLSTM beside the LSTM of their depth", "", run.generated(), ""]
+    name = "ablations.input_only.csv"
+    df = _read_csv(run.path(name))
+    if df is None:
+        return lines + run.missing(name, "minimal RNNs' table")
+    if df.empty:
+        return lines + ["*This run has no minGRU or minLSTM.*", ""]
+    lines += [
+        "Feng et al.'s (2024) minGRU and minLSTM read the input alone in every gate and in the content, like the gates "
+        "of Levy's - S-RNN - HIDDEN. Ours: test cross-entropy in nats per character beside the LSTM of the same depth "
+        "and budget row (+- its seed-to-seed std where it has 2 or more seeds), the gap in nats and in that std, and "
+        "the gap of - S-RNN - HIDDEN at that depth (the LSTM's width, fewer parameters).",
+        "",
+    ]
+    rows = []
+    for _, r in df.iterrows():
+        lstm = "—"
+        if not pd.isna(r.get("lstm_ce")):
+            std = "" if pd.isna(r.get("lstm_std")) else f" +- {r['lstm_std']:.3f}"
+            seeds = f"{int(r['lstm_seeds'])} seed" + ("s" if int(r["lstm_seeds"]) > 1 else "")
+            lstm = f"{r['lstm_ce']:.3f}{std} ({int(r['layers'])} x {int(r['lstm_size'])}, {seeds})"
+        rows.append([r["corpus"], r["model"], f"{int(r['layers'])} x {int(r['size'])}", f"{r['ce_nats']:.3f}", lstm,
+                     _signed(r.get("gap_nats")), _signed(r.get("gap_in_lstm_std"), 1),
+                     _signed(r.get("hidden_gap_nats"))])  # fmt: skip
+    header = ["corpus", "model", "layers x width", "ours (nats/char)", "LSTM of its depth and row", "gap (nats)",
+              "gap (LSTM std)", "- S-RNN - HIDDEN's gap (nats)"]  # fmt: skip
+    return lines + table(header, rows)
+
+
 # ------------------------------------------------------------------------------------------ writing
 
 
@@ -329,7 +360,7 @@ def results(run: Run) -> list[str]:
         "[deviations.md](deviations.md), [shipped-models.md](shipped-models.md).",
         "",
     ]
-    for section in (verdicts_section, fig1_section, table2_section, levy_section, cost_section):
+    for section in (verdicts_section, fig1_section, table2_section, levy_section, min_rnn_section, cost_section):
         lines += section(run)
     return lines
 

@@ -43,6 +43,14 @@ def build(tmp_path):
         {"corpus": "warpeace", "layers": 1, "size": 128, "arch": "lstm-srnn", "model": "LSTM - S-RNN", "seeds": 1,
          "ce_nats": 1.2838, "seed_std": None, "gap_nats": 0.0288, "gap_in_lstm_std": 4.06},
     ]).to_csv(data / "ablations.csv", index=False)  # fmt: skip
+    pd.DataFrame([
+        {"corpus": "warpeace", "layers": 1, "arch": "mingru", "model": "minGRU", "size": 465, "ce_nats": 1.4665,
+         "lstm_size": 128, "lstm_seeds": 3, "lstm_ce": 1.2301, "lstm_std": 0.0151, "gap_nats": 0.2364,
+         "gap_in_lstm_std": 15.66, "hidden_gap_nats": 0.3568},
+        {"corpus": "warpeace", "layers": 2, "arch": "mingru", "model": "minGRU", "size": 190, "ce_nats": 1.3326,
+         "lstm_size": 84, "lstm_seeds": 1, "lstm_ce": 1.2262, "lstm_std": None, "gap_nats": 0.1064,
+         "gap_in_lstm_std": None, "hidden_gap_nats": None},
+    ]).to_csv(data / "ablations.input_only.csv", index=False)  # fmt: skip
     findings = [
         Finding("{corpus}: the RNN trails both gated networks in {holds} of {of} cells",
                 {"corpus": "warpeace", "holds": 1, "of": 1}, "partly", "fig1-rnn-behind", "warpeace"),
@@ -68,7 +76,7 @@ def test_results_hold_the_runs_numbers_beside_the_papers(build):
     written = docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records")
     assert [p.name for p in written] == ["results.md", "profile-table.md"]
     text = (out / "results.md").read_text()
-    assert text.count(GENERATED) == 5  # verdicts, Fig 1, Table 2, Levy, cost: each headed by its run
+    assert text.count(GENERATED) == 6  # verdicts, Fig 1, Table 2, Levy, the min-RNNs, cost: each headed by its run
     # verdicts: the claim's text (from analyses.cross_entropy), the verdict and the sentence; the unclaimed finding
     assert "LSTM and GRU both clearly outperform the RNN" in text
     assert "| warpeace | Partly | warpeace: the RNN trails both gated networks in 1 of 1 cells |" in text
@@ -83,6 +91,9 @@ def test_results_hold_the_runs_numbers_beside_the_papers(build):
     # Levy: ours with the LSTM's seed std, the gap in std units, Levy's gaps from their Table 1
     assert "| warpeace | 1 x 128 | LSTM | 2 | 1.255 +- 0.007 |" in text
     assert "| LSTM - S-RNN | 1 | 1.284 | +0.029 | +4.1 | -11.3 | -14.0 |" in text
+    # the minimal RNNs beside the LSTM of their depth: its seed std where it has seeds, the gaps
+    assert "| minGRU | 1 x 465 | 1.466 | 1.230 +- 0.015 (1 x 128, 3 seeds) | +0.236 | +15.7 | +0.357 |" in text
+    assert "| warpeace | minGRU | 2 x 190 | 1.333 | 1.226 (2 x 84, 1 seed) | +0.106 | — | — |" in text
     # cost: wall time, the estimate at the start, peak memory, artifacts, the analyses' seconds
     row = (
         "| fake | 2026-11-20, git abc123def456 | Test CPU, 2 cores, 2 workers "
@@ -99,7 +110,7 @@ def test_results_hold_the_runs_numbers_beside_the_papers(build):
 def test_a_part_the_run_did_not_write_is_skipped_with_one_line(build):
     data = build / "build" / "fake" / "data"
     for name in ("cross_entropy.csv", "cross_entropy.comparisons.csv", "ngram.csv", "ablations.csv",
-                 "cross_entropy.findings.json"):  # fmt: skip
+                 "ablations.input_only.csv", "cross_entropy.findings.json"):  # fmt: skip
         (data / name).unlink()
     (data / "timings.json").write_text(
         json.dumps({"models": 499.6, "analyses": 584.7, "render": 70.0, "total": 1155.8})
@@ -108,7 +119,7 @@ def test_a_part_the_run_did_not_write_is_skipped_with_one_line(build):
     docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records")
     text = (out / "results.md").read_text()
     assert "*No verdicts: this run has no `*.findings.json`" in text
-    for name in ("cross_entropy.csv", "ngram.csv", "ablations.csv"):
+    for name in ("cross_entropy.csv", "ngram.csv", "ablations.csv", "ablations.input_only.csv"):
         assert f"this run has no `{name}`" in text
     assert text.count("`make report PROFILE=fake`") >= 4
     assert "git not recorded" in text and "older format" in text
