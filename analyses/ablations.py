@@ -194,7 +194,10 @@ def input_only(ctx: Context) -> pd.DataFrame:
     minimal = ctx.models(arch=INPUT_ONLY, required=False)
     if minimal.empty:
         return pd.DataFrame(columns=cols)
-    ce = lambda rows: np.array([ctx.predictions(r, split).cross_entropy(resamples)[0] for _, r in rows.iterrows()])  # noqa: E731
+
+    def ce(models: pd.DataFrame) -> np.ndarray:  # each model's test cross-entropy
+        return np.array([ctx.predictions(r, split).cross_entropy(resamples)[0] for _, r in models.iterrows()])
+
     lstms = ctx.models(arch="lstm", required=False)
     hidden = ctx.models(arch="lstm-srnn-hidden", required=False)
     rows = []
