@@ -89,20 +89,28 @@ def pairs_in_order(ce: dict) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------------ the tidy table
 
 
-def measure(ctx: Context) -> pd.DataFrame:
+def scored(ctx: Context, scores: dict, row: pd.Series) -> tuple[float, float]:
+    """A model's test cross-entropy and bootstrap std, computed once per analysis run (`scores` keeps them by id)."""
+    if row["model_id"] not in scores:
+        scores[row["model_id"]] = ctx.predictions(row, ctx.settings["split"]).cross_entropy(ctx.settings["resamples"])
+    return scores[row["model_id"]]
+
+
+def measure(ctx: Context, scores: dict | None = None) -> pd.DataFrame:
     """Per corpus and LSTM setting (layers, width): LSTM mean +- seed std, each ablation's cross-entropy and gap.
 
     Seeds are averaged only within one configuration (`group_id`): models that differ in anything else (the
     corpus bytes, split, budget, recipe) are never pooled.
     """
-    split, resamples = ctx.settings["split"], ctx.settings["resamples"]
+    scores = {} if scores is None else scores
     neural = ctx.models(arch=tuple(ORDER))
     rows = []
     for (_, layers, size), group in neural.groupby(["corpus_key", "layers", "size"]):
         lstm_groups = group[group["arch"] == "lstm"]["group_id"].unique()
         if len(lstm_groups) != 1 or group["arch"].nunique() < 2:
             continue  # an ablation needs its LSTM (one configuration, any number of seeds), and the LSTM its ablations
-        scores = {r["model_id"]: ctx.predictions(r, split).cross_entropy(resamples) for _, r in group.iterrows()}
+        for _, r in group.iterrows():
+            scored(ctx, scores, r)
         lstm = group[group["arch"] == "lstm"]
         lstm_ce = np.array([scores[m][0] for m in lstm["model_id"]])
         lstm_mean = float(lstm_ce.mean())
@@ -181,13 +189,12 @@ def depth_summary(df: pd.DataFrame, depths: list[int]) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ the minimal RNNs
 
 
-def input_only(ctx: Context) -> pd.DataFrame:
+def input_only(ctx: Context, scores: dict | None = None) -> pd.DataFrame:
     """One row per corpus and minimal-RNN configuration (INPUT_ONLY): its cross-entropy (mean over its seeds)
     beside the LSTM of its depth and budget row (the LSTM configuration of that depth nearest in parameters, within
     PARAMS_MATCH, with the most seeds; mean and seed std over its seeds), the gap in nats and in LSTM seed stds (where
     the LSTM has 2 or more seeds), and - S-RNN - HIDDEN of that depth (at the LSTM's width), the ablation whose gates
     also read the input alone. Empty where the run has no minimal RNN."""
-    split, resamples = ctx.settings["split"], ctx.settings["resamples"]
     cols = ["corpus", "layers", "arch", "model", "size", "params", "seeds", "ce_nats", "lstm_size",
             "lstm_params", "lstm_seeds", "lstm_ce", "lstm_std", "gap_nats", "gap_in_lstm_std", "hidden_ce",
             "hidden_gap_nats", "within_noise"]  # fmt: skip
@@ -195,8 +202,10 @@ def input_only(ctx: Context) -> pd.DataFrame:
     if minimal.empty:
         return pd.DataFrame(columns=cols)
 
-    def ce(models: pd.DataFrame) -> np.ndarray:  # each model's test cross-entropy
-        return np.array([ctx.predictions(r, split).cross_entropy(resamples)[0] for _, r in models.iterrows()])
+    scores = {} if scores is None else scores
+
+    def ce(models: pd.DataFrame) -> np.ndarray:  # each model's test cross-entropy (scored once: `scored`)
+        return np.array([scored(ctx, scores, r)[0] for _, r in models.iterrows()])
 
     lstms = ctx.models(arch="lstm", required=False)
     hidden = ctx.models(arch="lstm-srnn-hidden", required=False)
@@ -412,10 +421,11 @@ class Ablations(Analysis):
     )
 
     def compute(self, ctx: Context) -> Result:
-        df = measure(ctx)
+        scores: dict = {}  # model id -> test cross-entropy and bootstrap std, shared by the two tables
+        df = measure(ctx, scores)
         asked = list(ctx.settings.get("depths") or [])
         depths = depth_summary(df, asked)
-        minimal = input_only(ctx)
+        minimal = input_only(ctx, scores)
         return Result(df, findings(df, depths) + input_only_findings(minimal),
                       tables={"depths": depths, "input_only": minimal})  # fmt: skip
 

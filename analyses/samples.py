@@ -6,15 +6,15 @@ recurrent model here reads the same prime and samples `length` bytes at one temp
 seed (charlm.sample: softmax(log p / T) over the next byte, char-rnn's sample.lua rule). Before the prime
 every model reads the same warm-up, the opening `warmup` characters of the validation split cut after their last
 line break (not shown, not counted), where char-rnn starts from a zero state: our models train with the state
-carried across batches, so a zero state is a state they met once an epoch, and the minGRUs pay for it: each keeps
-one unit of its last layer far from zero (2 x 190: +37.7, spread 6.1; 1 x 465: -4.6, spread 0.9; spans of 8 and 5
-characters), a bias held in the state, which a zero start reaches after about 20 characters. From a zero state their
-first 50 characters of War and Peace's test split cost 4.4 and 4.1 nats each (2 x 190, 1 x 465) against the LSTM
-1 x 128's 1.6, then 1.15 and 1.28 against 1.07 over the next 150 (2026-11-27), and sampled from the 4-byte prime
-alone they wrote one repeated byte (0 % known words). The warm-up the scoring reads (charlm.predict.WARMUP, 300)
-puts every model where the report's test numbers measure it. One number makes the samples comparable: the share of
-the sample's words (runs of letters, digits, _ and ' starting with a letter or _; the prime's excluded) that occur in
-the corpus's train split.
+carried across batches, so a zero state is a state they met once an epoch. The section measures what it costs each
+model: the mean nats per character of the warm-up's first ZERO_STATE_CHARS characters read from a zero state, and of
+the rest of it (`zero_state_nats`, `after_nats`). The minGRUs pay most (each keeps one unit of its last layer far
+from zero, a bias held in the state that a zero start takes some 20 characters to reach; docs/architectures.md), and
+sampled from a 4-byte prime alone they wrote one repeated byte. The warm-up the scoring reads
+(charlm.predict.WARMUP, 300) puts every model where the report's test numbers measure it.
+
+One number makes the samples comparable: the share of the sample's words (runs of letters, digits, _ and ' starting
+with a letter or _; the prime's excluded) that occur in the corpus's train split.
 
 Bytes are bytes: `sample_bytes` keeps each exact sample (prime included) as a Python bytes literal
 (`raw_bytes(df)` reads them back); `sample` is its first `show` bytes decoded as UTF-8 with
@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from charlm.sample import sample
+from charlm.score import score_text
 from corpora.errors import run_cli
 
 from .base import Analysis, Finding, Result
@@ -53,6 +54,7 @@ SETTINGS = {
     "primes": {"warpeace": "The ", "linux": "static int "},  # per corpus; other corpora start from "" (uniform)
     "warmup": 300,  # characters of the validation split's opening every model reads before the prime (see above)
 }
+ZERO_STATE_CHARS = 50  # the warm-up's first characters read from a zero state, against the rest of it
 SECTION_CHARS = 240  # characters of the headline models' samples the section shows (the appendix: `show`)
 WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_']*")
 
@@ -81,8 +83,9 @@ def measure(ctx: Context) -> pd.DataFrame:
             prime = s["primes"].get(row["corpus"], "").encode()
             if not set(prime) <= set(ctx.corpus(row).vocab.tolist()):  # a file of that name without the prime's bytes
                 prime = b""  # starts uniform, as a corpus without a prime does
-            read = warm + prime
-            text = sample(ctx.model(row), int(s["length"]), float(s["temperature"]), read, int(s["seed"]))
+            model = ctx.model(row)
+            text = sample(model, int(s["length"]), float(s["temperature"]), warm + prime, int(s["seed"]))
+            nll = -score_text(model, warm, streams=1).logp if len(warm) > ZERO_STATE_CHARS + 1 else np.array([])
             words = WORD.findall(text)  # the prime's words are not the model's
             rows.append({
                 "corpus": row["corpus"], "model": short_label(row),
@@ -91,9 +94,11 @@ def measure(ctx: Context) -> pd.DataFrame:
                 "length": int(s["length"]), "warmup": len(warm), "prime": display(prime),
                 "sample": display((prime + text)[: int(s["show"])]), "sample_bytes": repr(prime + text),
                 "words": len(words), "known_words": sum(w in train_words for w in words),
+                "zero_state_nats": nll[:ZERO_STATE_CHARS].mean() if nll.size else np.nan,
+                "after_nats": nll[ZERO_STATE_CHARS:].mean() if nll.size else np.nan,
             })  # fmt: skip
     cols = ["corpus", "model", "group_id", "arch", "model_seed", "model_id", "temperature", "seed", "length", "warmup",
-            "prime", "sample", "sample_bytes", "words", "known_words"]  # fmt: skip
+            "prime", "sample", "sample_bytes", "words", "known_words", "zero_state_nats", "after_nats"]  # fmt: skip
     return pd.DataFrame(rows, columns=cols).sort_values(["corpus", "model", "model_seed"], ignore_index=True)
 
 
@@ -138,6 +143,13 @@ def per_corpus(df: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
         if len(head) and head["words"].iloc[0] > 0:
             row.update({"headline": head["model"].iloc[0],
                         "headline_share": head["known_words"].iloc[0] / head["words"].iloc[0]})  # fmt: skip
+        zero = sub[sub["zero_state_nats"].notna()]
+        if len(zero):
+            slow = zero.loc[zero["zero_state_nats"].idxmax()]
+            row.update({"zero_chars": ZERO_STATE_CHARS, "slowest": slow["model"],
+                        "slowest_zero": slow["zero_state_nats"], "slowest_after": slow["after_nats"],
+                        "median_zero": zero["zero_state_nats"].median(),
+                        "median_after": zero["after_nats"].median()})  # fmt: skip
         rows.append(row)  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -160,6 +172,11 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
         if "headline" in v:
             out.append(Finding("{corpus}: the headline {headline} writes {headline_share:.0%} known words", v,
                                corpus=r["corpus"]))  # fmt: skip
+        if "slowest" in v:
+            out.append(Finding(
+                "{corpus}: from a zero state the first {zero_chars} characters cost {median_zero:.2f} nats each "
+                "(median model; the rest of the warm-up {median_after:.2f}), the {slowest}'s {slowest_zero:.2f} "
+                "({slowest_after:.2f})", v, corpus=r["corpus"]))  # fmt: skip
     return out
 
 
@@ -182,9 +199,9 @@ class Samples(Analysis):
         "Karpathy's samples are chosen to illustrate; ours are one sample per model with one seed and one temperature, "
         "so a share separates models only where they differ by several binomial stds.",
         "char-rnn samples from a zero state; every model here first reads the opening of the validation split (up to "
-        "300 characters, cut after a line break), as the test numbers' streams do: the minGRUs, trained like every "
-        "model with the state carried across batches, cost about 4 nats a character over their first 50 from a zero "
-        "state (the LSTM 1.6) and sampled from the prime alone wrote one repeated byte.",
+        "300 characters, cut after a line break), as the test numbers' streams do: trained with the state carried "
+        "across batches, a model meets a zero state once an epoch, and what it costs is measured below; the minGRUs, "
+        "sampled from the prime alone, wrote one repeated byte.",
         "A known word is a run of letters, digits, _ and ' starting with a letter or _ that occurs in the train split: "
         "a crude measure of well-formed text, blind to grammar and to code's syntax.",
     )

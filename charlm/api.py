@@ -102,7 +102,7 @@ class Model:
     def score(self, text: str | bytes, streams: int | None = None) -> Score:
         """Cross-entropy of the text in nats per character, and each character's log-probability (charlm.score). The
         model reads the text from a zero state, as it met one once an epoch in training: on a short text the first
-        characters weigh (a minGRU's first 50 cost about 4 nats each; docs/architectures.md)."""
+        characters weigh, a minGRU's most (the `samples` section measures it; docs/architectures.md)."""
         from .score import score_text
 
         scores = score_text(self.model, self._bytes(text), streams=streams)

@@ -252,6 +252,7 @@ def ngram_benchmark(
 
     from . import ngram
     from .kenlm_tools import find_tool, import_kenlm
+    from .paths import complete_metrics
 
     record: dict = {"baseline": "ngram", "corpus": corpus_name, "n": n, "order": n + 1}
     try:
@@ -260,9 +261,9 @@ def ngram_benchmark(
         corpus = corpora.load(corpus_name)
     except UserError as err:
         return [{**record, "skipped": str(err)}]
-    cached = ngram.complete_metrics(ngram.model_folder(corpus, n) / "metrics.json") is not None
+    cached = complete_metrics(ngram.model_folder(corpus, n) / "metrics.json") is not None
     folder = ngram.build(corpus, n, progress=progress)
-    metrics = ngram.complete_metrics(folder / "metrics.json") or {}
+    metrics = complete_metrics(folder / "metrics.json") or {}
     model = ngram.load_model(folder)
     ids = corpus.split("test")[: positions + 1]
     _, _, _, stats = ngram.score_stream(model, ids, ngram.token_names(corpus.vocab))  # full rows: the costly case

@@ -11,8 +11,8 @@ torch-rnn do (a recurrent model has no distribution before its first input).
 
 A recurrent model starts from a zero state, a state the suite's models met once an epoch in training (the state is
 carried across batches): a prime of a few hundred characters of real text puts it where its test numbers measure it.
-The minGRUs need it most (from a zero state their first 50 characters of War and Peace cost about 4 nats each, the
-LSTM's 1.6; docs/deviations.md): primed with "The " alone, they write one byte over and over.
+The minGRUs need it most (the `samples` section measures what a zero state costs every model): primed with "The "
+alone, they write one byte over and over.
 
 Works for every recurrent architecture, and for the baselines too: an n-NN (checkpoint or folder)
 samples from its last n characters, a KenLM n-gram folder from its longest known context.

@@ -34,9 +34,7 @@ def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dic
       initialisation and after training): the deeper models of Fig 1's grid (issue 22), the other seeds, and, as
       issue 38 asks once the shipped models would pass about 130 MB, the lecture notes' rungs, minGRU and minLSTM
       and the models trained at a dropout above 0. `ship status` projects the profile's shipped size by this rule
-      once every planned model ships (`projected_bytes`): reference's 130, 148 MB (2026-11-27); every fourth
-      snapshot for those too, 184 MB; the first alone for every model but the headlines, 128 MB, which would drop
-      the trajectories of Fig 1's and Levy's cells.
+      once every planned model ships (`projected_bytes`), against SHIPPED_BUDGET_MB.
     """
     if not snapshots:
         return []

@@ -220,8 +220,16 @@ def test_samples_analysis_keeps_exact_bytes_and_pools_seeds_by_group(tmp_path, m
         / df[df["model_seed"] == 0].query("arch == 'lstm'")["words"].iloc[0]
     )  # the headline LSTM is the lowest seed
     text = [sentence(f) for f in result.findings]
-    assert len(text) == 2 and text[0].startswith("mb: ") and "sampled at temperature 0.8" in text[0]
+    assert len(text) == 3 and text[0].startswith("mb: ") and "sampled at temperature 0.8" in text[0]
     assert text[1].startswith("mb: the headline LSTM 1x8 writes ")
+    assert text[2].startswith("mb: from a zero state the first 50 characters cost ")
+    for row in df.itertuples():  # the warm-up read from a zero state, scored by the network itself
+        net = ctx.model(ctx.index[ctx.index["model_id"] == row.model_id].iloc[0])  # a CharLM
+        ids = torch.as_tensor(corpus.encode(warm).astype(np.int64))[None]
+        with torch.no_grad():
+            logp = torch.log_softmax(net(ids[:, :-1])[0].double(), -1)[torch.arange(ids.shape[1] - 1), ids[0, 1:]]
+        assert row.zero_state_nats == pytest.approx(-logp[:50].mean().item(), abs=1e-5)
+        assert row.after_nats == pytest.approx(-logp[50:].mean().item(), abs=1e-5)
     frames = [result.table, *result.tables.values()]
     assert all(unsupported_numbers(t, frames) == [] for t in text)
     section = samples.ANALYSIS.summary_table(result)
