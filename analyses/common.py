@@ -380,6 +380,13 @@ def index_for_args(args) -> pd.DataFrame:
             corpus = corpora.load(name)
             keys.update(corpus.with_split_mode(m).key for m in modes)
         index = index[index["corpus_key"].isin(keys)]
+        if index.empty:
+            names = " ".join(f"--corpus {name}" for name in args.corpus)
+            raise MissingInput(
+                f"no models trained on {', '.join(repr(n) for n in args.corpus)}: `python -m reports {names}` trains "
+                f"every section's models on it (--plan prices it first), `python -m charlm.train --corpus "
+                f"{args.corpus[0]} --arch lstm` one LSTM"
+            )
     elif args.splits:
         index = index[index["corpus_splits"] == args.splits]
     if args.profile:

@@ -343,6 +343,20 @@ def plan_left_out(
     return loaded, [m for m in models if all(m is not o for o in out)], out
 
 
+def check_networks_served(profile: Profile, models: list[Planned], left_out: list[Planned]) -> None:
+    """A UserError when a shipping profile would read no network on some corpus of the run (every one left out): a
+    corpus of the user's own, for which the repository ships nothing, gives a report of n-grams alone."""
+    have = {m.corpus.name for m in models if m.kind.recurrent}
+    bare = sorted({m.corpus.name for m in left_out if m.kind.recurrent} - have)
+    if bare:
+        raise UserError(
+            f"profile {profile.name} ships its networks for {', '.join(sorted(profile.corpora))} and has none for "
+            f"{', '.join(repr(b) for b in bare)}, so its report would hold the n-grams alone: `--profile quick` trains "
+            f"every section's networks on it here (--plan prices it), `--retrain` trains {profile.name}'s recipe "
+            f"(hours on a CPU)"
+        )
+
+
 def left_out_line(profile: Profile, left_out: list[Planned]) -> str:
     """The one line (run log, --plan) naming the models a run of a shipping profile leaves out."""
     names = ", ".join(f"{m.corpus.name}/{m.model_id}" for m in left_out)

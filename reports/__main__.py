@@ -1,4 +1,7 @@
-"""`python -m reports --profile quick`: train what is missing, run every analysis, render the report.
+"""`python -m reports`: train what is missing, run every analysis, render the report.
+
+The profile is `reference` (the shipped converged models, what `make report` runs) unless --corpus names corpora of
+your own: then `quick`, which trains every section's networks on them here (the repository ships none for them).
 
 Exit status: 0 when every section and model was made; 1 when the report was written but some sections failed or
 some models could not be built (one line on stderr names them and the folder of their tracebacks); 2 on bad input.
@@ -17,7 +20,15 @@ from analyses import common
 from charlm.adopt import ENCODINGS
 from charlm.estimate import Estimate, estimate
 from charlm.kinds import Planned
-from charlm.plan import Profile, available, damage, left_out_line, load_profile, plan_left_out
+from charlm.plan import (
+    Profile,
+    available,
+    check_networks_served,
+    damage,
+    left_out_line,
+    load_profile,
+    plan_left_out,
+)
 from corpora.errors import run_cli
 
 from .pipeline import (
@@ -32,6 +43,13 @@ from .pipeline import (
 )
 
 EXIT_INCOMPLETE = 1  # the report was written without some sections or models
+DEFAULT_PROFILE = "reference"  # the shipped converged models: what `make report` runs
+OWN_CORPUS_PROFILE = "quick"  # with --corpus: trains its networks here (none ship for a corpus of yours)
+
+
+def profile_name(profile: str | None, corpus: list[str] | None) -> str:
+    """--profile, else `quick` when --corpus replaces the corpora, else `reference`."""
+    return profile or (OWN_CORPUS_PROFILE if corpus else DEFAULT_PROFILE)
 
 
 def workers_for(profile: Profile, workers: int | None) -> int:
@@ -86,7 +104,10 @@ def print_plan(profile: Profile, table: pd.DataFrame, priced: Estimate, left_out
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reports", description=__doc__.split("\n")[0].split(": ", 1)[1])
     parser.add_argument(
-        "--profile", default="quick", help=f"one of {', '.join(available())}, or a .toml path (default %(default)s)"
+        "--profile",
+        default=None,
+        help=f"one of {', '.join(available())}, or a .toml path (default {DEFAULT_PROFILE}, the shipped models; "
+        f"with --corpus {OWN_CORPUS_PROFILE}, which trains them here)",
     )
     parser.add_argument(
         "--scheduler",
@@ -136,11 +157,15 @@ def main(argv=None) -> int:
         "does not ship yet (a profile that ships its models otherwise leaves those out)",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    args.profile = profile_name(args.profile, args.corpus)
     profile = load_profile(args.profile)
     if len(args.adopt) != len(args.vocab):
         parser.error(f"each --adopt needs its --vocab: {len(args.adopt)} --adopt and {len(args.vocab)} --vocab")
     if args.adopt and (not args.corpus or len(args.corpus) != 1):
         parser.error("--adopt needs exactly one --corpus: the text the model reads (its test split is scored)")
+    if args.corpus and profile.ships_models and not (args.retrain or args.adopt):
+        _, models, left_out = plan_left_out(profile, args.corpus, common.orders_read(profile.analyses))
+        check_networks_served(profile, models, left_out)
     if args.plan:
         print_plan(profile, *plan(profile, args))
         return 0

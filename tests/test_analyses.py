@@ -175,6 +175,14 @@ def test_missing_models_give_a_missing_input_naming_the_command(tmp_path, artifa
     assert code == 2
 
 
+def test_a_corpus_of_your_own_without_models_names_the_commands_that_train_them(tmp_path, artifacts, capsys):
+    corpus = fake_corpus_file(tmp_path)  # nothing trained on it
+    assert run_cli(cross_entropy.main, ["--corpus", corpus.source]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"no models trained on '{corpus.source}'" in line
+    assert f"`python -m reports --corpus {corpus.source}`" in line and "python -m charlm.train --corpus" in line
+
+
 def test_a_damaged_predictions_file_is_named_by_a_cli_and_recomputed_by_the_pipeline(tmp_path, artifacts, capsys):
     corpus = fake_corpus_file(tmp_path)
     T = corpus.split("test").size - 1

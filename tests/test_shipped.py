@@ -25,8 +25,9 @@ import corpora
 from charlm import nnn, shipped
 from charlm.checkpoint import load_payload
 from charlm.model import CharLM
-from charlm.plan import load_profile, plan_left_out, planned_model_ids
+from charlm.plan import check_networks_served, load_profile, plan_left_out, planned_model_ids
 from charlm.train import TrainConfig, train
+from corpora.errors import UserError
 from reports import ship, ship_pack, ship_status
 from reports.pipeline import RunOptions, run
 
@@ -454,6 +455,27 @@ def test_a_profile_that_ships_its_models_leaves_out_those_not_shipped_yet(tiny_n
     out = capsys.readouterr().out
     assert "not shipped yet" not in out and "(0 cached, 1 to train)" in out
     assert plan_left_out(profile)[2] == []  # built in the artifacts now: planned like any other
+
+
+def test_the_default_profile_is_the_shipped_one_and_a_corpus_of_your_own_trains_quick(small_text_file, monkeypatch,
+                                                                                    capsys):  # fmt: skip
+    """`python -m reports` is `make report` (reference); with --corpus of your own it is quick, since reference ships
+    no networks for it, and asking reference for it is one line naming what to run instead, before anything runs."""
+    from reports import __main__ as cli
+
+    assert cli.profile_name(None, None) == "reference" and cli.profile_name("smoke", None) == "smoke"
+    assert cli.profile_name(None, [str(small_text_file)]) == "quick"
+    reference = load_profile("reference")
+    _, models, left_out = plan_left_out(reference, [str(small_text_file)])
+    assert not [m for m in models if m.kind.recurrent] and [m for m in left_out if m.kind.recurrent]
+    with pytest.raises(UserError, match=r"has none for 'small', so its report would hold the n-grams alone.*quick"):
+        cli.main(["--profile", "reference", "--corpus", str(small_text_file), "--plan"])
+    _, models, left_out = plan_left_out(reference)  # its own corpora: networks ship for both
+    check_networks_served(reference, models, left_out)
+    seen = {}
+    monkeypatch.setattr(cli, "print_plan", lambda profile, *rest: seen.setdefault("profile", profile.name))
+    monkeypatch.setattr(cli, "plan", lambda profile, args: ())
+    assert cli.main(["--plan"]) == 0 and seen["profile"] == "reference"
 
 
 def test_status_tables_each_models_state_cost_and_the_estimate_recorded_before_it_trained(tiny_shipped, tmp_path,
