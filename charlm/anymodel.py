@@ -31,6 +31,7 @@ from .checkpoint import file_sha256, load_payload, model_from_payload
 from .kinds.base import ModelKind
 from .model import CharLM
 from .paths import artifacts_root, complete_metrics
+from .shipped import MANIFEST, SHIPPED_ROOT, damaged_files
 
 
 @dataclass(eq=False)
@@ -192,20 +193,31 @@ def load_recurrent(spec: str | Path | AnyModel | CharLM, purpose: str) -> AnyMod
 
 
 def _resolve(spec: str | Path) -> Path:
-    """A checkpoint file, a model folder, or a bare model id looked up under the artifacts root."""
+    """A checkpoint file, a model folder, or a bare model id: looked up under the artifacts root, else among the
+    models the repository ships (models/<profile>/<corpus>/<id>, read in place once their sha256 check out, so a
+    fresh clone loads them before any report installed them). A prefix of ids is one line listing them."""
     path = Path(spec).expanduser()
     if path.exists():
         return path
     text = str(spec)
     if text and os.sep not in text and "/" not in text:
-        hits = sorted(artifacts_root().glob(f"*/{text}"))
-        if len(hits) == 1:
-            return hits[0]
+        hits = sorted(artifacts_root().glob(f"*/{text}")) or sorted(SHIPPED_ROOT.glob(f"*/*/{text}/{MANIFEST}"))
+        hits = [hit.parent if hit.name == MANIFEST else hit for hit in hits]
         if len(hits) > 1:
             raise UserError(f"model id '{text}' names {len(hits)} folders ({', '.join(map(str, hits))}): give a path")
+        if hits and hits[0].is_relative_to(SHIPPED_ROOT) and (problem := damaged_files(hits[0])):
+            raise UserError(f"the shipped model {hits[0]} cannot be read: {problem}")
+        if hits:
+            return hits[0]
+        near = sorted({f"{p.name} ({p.parent.name})" for p in artifacts_root().glob(f"*/{text}*") if p.is_dir()}
+                      | {f"{p.parent.name} ({p.parent.parent.name})"
+                         for p in SHIPPED_ROOT.glob(f"*/*/{text}*/{MANIFEST}")})  # fmt: skip
+        if near:
+            more = f" and {len(near) - 8} more" if len(near) > 8 else ""
+            raise UserError(f"no model id is '{text}'; ids that begin so: {', '.join(near[:8])}{more}")
     raise UserError(
-        f"model {spec} does not exist (give a checkpoint .pt file, a model folder under artifacts/, or a model id "
-        f"found under {artifacts_root()})"
+        f"model {spec} does not exist (give a checkpoint .pt file, a model folder, or a model id found under "
+        f"{artifacts_root()} or shipped in {SHIPPED_ROOT})"
     )
 
 

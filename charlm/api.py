@@ -32,7 +32,6 @@ from corpora.errors import UserError
 
 from . import anymodel
 from .model import CharLM
-from .paths import artifacts_root
 
 
 class Cache(dict):
@@ -132,23 +131,11 @@ class Model:
         return logits[0].float().numpy(), Cache((k, v[0].float().numpy()) for k, v in cache.items())
 
 
-def _shipped(model_id: str) -> Path | None:
-    """The shipped model folder of a bare id (`models/<profile>/<corpus>/<id>`), when there is one."""
-    from .shipped import SHIPPED_ROOT
-
-    hits = sorted(SHIPPED_ROOT.glob(f"*/*/{model_id}"))
-    return hits[0] if hits else None  # one id is one configuration: every profile ships the same model
-
-
 def load(spec: str | Path | CharLM | anymodel.AnyModel, encoding: str = "utf-8") -> Model:
     """Any model of the suite by model id, model folder or checkpoint file (or an already loaded one).
 
     An id is looked up under the artifacts root first (trained, installed and adopted models), then among the
-    shipped ones. Bad input is one UserError line."""
-    if isinstance(spec, (str, Path)) and not Path(spec).expanduser().exists():
-        text = str(spec)
-        if text and "/" not in text and not list(artifacts_root().glob(f"*/{text}")):
-            spec = _shipped(text) or spec
+    shipped ones (charlm.anymodel). Bad input is one UserError line."""
     return Model(anymodel.load(spec), encoding)
 
 

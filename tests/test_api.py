@@ -128,6 +128,28 @@ def test_shipped_model_by_id(artifacts):
     assert cache["layers.0.f"].shape == (7, 128)
 
 
+@pytest.mark.skipif(not SHIPPED_LSTM, reason="not shipped here")
+def test_shipped_ids_in_the_clis_prefixes_and_damage(artifacts, tmp_path, monkeypatch, capsys):
+    """A fresh clone's `python -m charlm.sample <id>` finds the shipped model; part of an id names the whole ones
+    with their corpora; a shipped model whose file no longer has its manifest's sha256 is refused in one line."""
+    from charlm import sample
+    from charlm.shipped import read_manifest
+
+    folder = SHIPPED_LSTM[0]
+    assert sample.main([folder.name, "--length", "20", "--prime", "The "]) == 0
+    assert len(capsys.readouterr().out) >= 24
+    with pytest.raises(UserError, match=rf"no model id is 'lstm-L1-H128'; .*{folder.name} \({folder.parent.name}\)"):
+        api.load("lstm-L1-H128")
+    copy = tmp_path / "models"
+    shutil.copytree(folder, copy / "reference" / folder.parent.name / folder.name)
+    checkpoint = copy / "reference" / folder.parent.name / folder.name / "checkpoint.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:-1] + b"x")
+    monkeypatch.setattr("charlm.anymodel.SHIPPED_ROOT", copy)
+    assert "checkpoint.pt" in read_manifest(checkpoint.parent)["files"]
+    with pytest.raises(UserError, match=r"cannot be read: .*checkpoint.pt is damaged"):
+        api.load(folder.name)
+
+
 def test_not_recurrent_and_empty(tiny):
     m, _, _ = tiny
     with pytest.raises(UserError, match="empty"):
