@@ -395,6 +395,12 @@ def index_for_args(args) -> pd.DataFrame:
         profile = load_profile(args.profile)
         ids = planned_model_ids(profile, args.corpus, orders_read(profile.analyses))
         index = index[index["model_id"].isin(ids)]
+        if missing := len(ids) - len(set(index["model_id"])):
+            from charlm.paths import artifacts_root
+
+            print(f"note: {missing} of profile {profile.name}'s {len(ids)} models are not built under "
+                  f"{args.artifacts or artifacts_root()}, so this reads the {len(ids) - missing} that are: `python -m "
+                  f"reports --profile {args.profile}` builds (or installs) them", file=sys.stderr)  # fmt: skip
     one_recipe_per_corpus(index, "choose with --profile, or --corpus and --splits")
     return index.reset_index(drop=True)
 

@@ -175,6 +175,16 @@ def test_missing_models_give_a_missing_input_naming_the_command(tmp_path, artifa
     assert code == 2
 
 
+def test_a_profile_whose_models_are_not_built_here_is_named_before_the_analysis_reads_the_rest(artifacts, capsys):
+    from charlm.plan import load_profile, planned_model_ids
+
+    planned = planned_model_ids(load_profile("smoke"), None, common.orders_read(load_profile("smoke").analyses))
+    assert run_cli(cross_entropy.main, ["--profile", "smoke"]) == 2  # nothing built: the analysis has no model
+    note, error = capsys.readouterr().err.strip().splitlines()
+    assert note.startswith(f"note: {len(planned)} of profile smoke's {len(planned)} models are not built under ")
+    assert "`python -m reports --profile smoke` builds (or installs) them" in note and error.startswith("error: no ")
+
+
 def test_a_corpus_of_your_own_without_models_names_the_commands_that_train_them(tmp_path, artifacts, capsys):
     corpus = fake_corpus_file(tmp_path)  # nothing trained on it
     assert run_cli(cross_entropy.main, ["--corpus", corpus.source]) == 2
