@@ -98,13 +98,14 @@ class Model:
     def decode(self, ids) -> str:
         return self.model.decode(ids).decode(self.encoding, errors="replace")
 
-    def score(self, text: str | bytes, streams: int | None = None) -> Score:
+    def score(self, text: str | bytes, streams: int | None = None, context: str | bytes = "") -> Score:
         """Cross-entropy of the text in nats per character, and each character's log-probability (charlm.score). The
         model reads the text from a zero state, as it met one once an epoch in training: on a short text the first
-        characters weigh, a minGRU's most (the `samples` section measures it; docs/architectures.md)."""
+        characters weigh, a minGRU's most (the `samples` section measures it; docs/architectures.md). `context`:
+        text it reads first, unscored (then every character of `text` is scored, its first too)."""
         from .score import score_text
 
-        scores = score_text(self.model, self._bytes(text), streams=streams)
+        scores = score_text(self.model, self._bytes(text), streams=streams, context=self._bytes(context))
         logp = scores.logp
         return Score(float(-logp.mean()), logp, scores.chars.tobytes(), scores)
 

@@ -84,6 +84,7 @@ class TextScores:
     model_id: str = ""
     digest: str = ""  # what the scores were computed from (the checkpoint's sha256, or an n-gram's id and size)
     skipped: int = 0  # bytes dropped by unknown="skip"
+    context: int = 0  # characters the model read before the text (`score_text(context=...)`), not scored
 
     @cached_property
     def logp(self) -> np.ndarray:
@@ -113,9 +114,13 @@ class TextScores:
         total = float(-self.logp.sum())
         return (
             f"cross-entropy {mean:.4f} +- {std:.4f} nats/char = {mean / LN2:.4f} +- {std / LN2:.4f} bits/char over "
-            f"{self.offsets.size:,} scored characters (the first is context only); total surprisal "
+            f"{self.offsets.size:,} scored characters ({self._read_first}); total surprisal "
             f"{total / LN2:,.1f} bits; top-1 accuracy {np.mean(self.rank == 1):.1%}"
         )
+
+    @property
+    def _read_first(self) -> str:
+        return f"after {self.context:,} characters of context" if self.context else "the first is context only"
 
     def table(self):
         import pandas as pd
@@ -146,27 +151,32 @@ class TextScores:
 
 def score_text(
     model, data: bytes, unknown: str = "error", streams: int | None = None, progress: bool = False,
-    name: str = "the text",
+    name: str = "the text", context: bytes = b"",
 ) -> TextScores:  # fmt: skip
     """Score `data` with `model` (a path, folder, model id, loaded CharLM or AnyModel; see charlm.anymodel).
 
     `unknown`: "error" (bytes outside the model's vocabulary are one UserError line naming them) or "skip".
-    `name` is how error messages call the text.
+    `name` is how error messages call the text. `context`: text the model reads first, unscored; then every
+    character of `data` is scored, its first too. A recurrent model reads from a zero state, which the suite's
+    models met once an epoch in training: a few hundred characters of its own corpus as context put it where its
+    test numbers measure it (`samples` measures what the first characters from a zero state cost each model).
     """
     model = anymodel.load(model)
     if len(data) == 0:
         raise UserError(f"{name} is empty: there is nothing to score")
     ids, offsets = model.encode(data, unknown, what=name)
-    if ids.size < 2:
+    before = model.encode(context, unknown, what="the context")[0] if context else np.zeros(0, dtype=ids.dtype)
+    if ids.size < (1 if before.size else 2):
         raise UserError(
             f"{name} has {ids.size} byte{'s' if ids.size != 1 else ''} the model can read: scoring needs at least 2 "
-            "(the first is context only)"
+            "(the first is context only), or 1 after a context"
         )
-    rows = model.logprobs(ids, streams=streams, progress=progress)  # (T, V) float32
+    rows = model.logprobs(np.concatenate([before, ids]), streams=streams, progress=progress)  # (P + T - 1, V)
+    first = 0 if before.size else 1  # the data's first character has no prediction without a context
+    rows = rows[max(before.size - 1, 0) :]
     raw = np.frombuffer(bytes(data), dtype=np.uint8)
-    return TextScores(
-        rows, ids[1:], offsets[1:], raw[offsets[1:]], model.model_id, model.digest, skipped=len(data) - ids.size
-    )
+    return TextScores(rows, ids[first:], offsets[first:], raw[offsets[first:]], model.model_id, model.digest,
+                      skipped=len(data) - ids.size, context=int(before.size))  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------ speed
@@ -266,6 +276,11 @@ def main(argv=None) -> int:
         "--streams", type=int, default=None, help="recurrent models: 1 reads the text as one stream (default: "
         "parallel warmed-up streams, within 1e-3 nats)",
     )  # fmt: skip
+    parser.add_argument(
+        "--context", type=Path, default=None, help="a file the model reads before the text, unscored (a recurrent "
+        "model reads from a zero state: a few hundred characters of its own corpus put it where its test numbers "
+        "measure it)",
+    )  # fmt: skip
     parser.add_argument("--resamples", type=int, default=100, help="bootstrap resamples (default %(default)s)")
     parser.add_argument(
         "--bench", action="store_true", help="time scoring 3 MB of War and Peace against training's forward pass "
@@ -295,8 +310,11 @@ def main(argv=None) -> int:
         raise UserError(f"--out must end in .tsv or .npz, got '{args.out.name}'")
     if not args.text.is_file():
         raise UserError(f"text file {args.text} does not exist")
+    if args.context is not None and not args.context.is_file():
+        raise UserError(f"context file {args.context} does not exist")
     data = args.text.read_bytes()
-    scores = score_text(args.model, data, args.unknown, args.streams, not args.quiet, f"text file {args.text}")
+    context = args.context.read_bytes() if args.context is not None else b""
+    scores = score_text(args.model, data, args.unknown, args.streams, not args.quiet, f"text file {args.text}", context)
     if scores.skipped:
         print(f"skipped {scores.skipped:,} bytes outside the model's vocabulary", file=sys.stderr)
     line = f"{args.text}: {scores.model_id}: {scores.summary(args.resamples)}"

@@ -48,6 +48,8 @@ def test_score_is_the_forward_pass(tiny):
     assert scores.cross_entropy == pytest.approx(-expected.mean(), abs=1e-6)
     assert scores.bits_per_char == pytest.approx(scores.cross_entropy / np.log(2))
     assert scores.chars == text[1:].encode() and scores.detail.rank.shape == (ids.size - 1,)
+    after = m.score(text[400:], context=text[:400])  # the same pass, the first 400 characters read, not scored
+    assert np.abs(after.logp - expected[399:]).max() < 1e-5 and after.chars == text[400:].encode()
     with pytest.raises(UserError, match="0x7e"):
         m.score("the ~ is not in this corpus")
 

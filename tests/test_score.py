@@ -44,6 +44,29 @@ def test_one_stream_equals_a_full_forward_and_parallel_streams_stay_within_1e_3(
     assert abs(parallel.logp.mean() - one.logp.mean()) < 1e-3
 
 
+def test_a_context_is_read_first_and_every_character_of_the_text_is_scored(tmp_path, tiny_run, capsys):
+    """Scored after a context, the text's characters get the log-probabilities a full forward pass over context +
+    text gives them, its first character too; the CLI's --context reads a file and says how much it read."""
+    model = anymodel.load(tiny_run.out / "checkpoint.pt")
+    context, data = make_text(300, seed=7), make_text(200, seed=8)
+    after = score.score_text(model, data, streams=1, context=context)
+    ids, _ = model.encode(context + data)
+    exact = full_forward_logp(model.net, ids)[np.arange(ids.size - 1), ids[1:]][len(context) - 1 :]
+    np.testing.assert_allclose(after.logp, exact, atol=2e-5, rtol=0)
+    np.testing.assert_array_equal(after.offsets, np.arange(len(data)))
+    assert after.context == 300 and after.logp.size == len(data)
+    cold = score.score_text(model, data, streams=1)
+    assert cold.logp.size == len(data) - 1 and not np.allclose(cold.logp[:20], after.logp[1:21], atol=1e-3)
+    (tmp_path / "c.txt").write_bytes(context)
+    (tmp_path / "t.txt").write_bytes(data)
+    assert score.main([str(tiny_run.out / "checkpoint.pt"), "--text", str(tmp_path / "t.txt"), "--context",
+                       str(tmp_path / "c.txt"), "--streams", "1", "--quiet"]) == 0  # fmt: skip
+    line = capsys.readouterr().out
+    assert f"cross-entropy {-after.logp.mean():.4f}" in line and "200 scored characters (after 300 characters" in line
+    with pytest.raises(UserError, match="context file .* does not exist"):
+        score.main([str(tiny_run.out / "checkpoint.pt"), "--text", str(tmp_path / "t.txt"), "--context", "nope"])
+
+
 def test_ranks_surprisals_and_the_table_agree_with_independent_computations(tmp_path, tiny_run):
     data = make_text(500, seed=5)
     scores = score.score_text(tiny_run.out / "checkpoint.pt", data, streams=1)
