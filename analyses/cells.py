@@ -39,6 +39,7 @@ import sys
 import numpy as np
 import pandas as pd
 
+from charlm.archs import names
 from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 from probes.view import viewer_html
@@ -86,7 +87,7 @@ KINDS = ("excerpt", "probe", "cell", "viewer")  # the records of the tidy table,
 CLAIM_OF = {"line_position": "cells-line-length", "in_quotes": "cells-quotes", "in_comment": "cells-comments",
             "in_string": "cells-strings", "in_condition": "cells-if", "indent_level": "cells-indent",
             "brace_depth": "cells-depth"}  # fmt: skip
-FAMILIES = {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU", "rnn": "RNN"}  # the rest: Levy's LSTM ablations
+FAMILIES = {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU", "rnn": "RNN"}  # Levy's ablations pool; the rest each
 
 
 # ------------------------------------------------------------------------------------------ the tidy table
@@ -281,7 +282,7 @@ def corpus_table(
 
 def architecture_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Per corpus and architecture: its probed models, (model, feature) pairs and the pairs whose single cell passes
-    at some layer; and Levy's four LSTM ablations pooled ("lstm ablations")."""
+    at some layer; and Levy's four LSTM ablations pooled ("lstm ablations"; charlm.archs' `ablation` records)."""
     pm = best_per_model(frames.get("cell", pd.DataFrame()))
     if pm.empty:
         return pd.DataFrame(columns=["corpus", "arch", "label", "models", "pairs", "found"])
@@ -292,7 +293,7 @@ def architecture_table(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
             rows.append({"corpus": corpus, "arch": arch, "label": ARCH_LABELS.get(arch, arch),
                          "models": a["model_id"].nunique(), "pairs": len(a),
                          "found": int(a["found"].sum())})  # fmt: skip
-        ablated = sub[~sub["arch"].isin(FAMILIES)]
+        ablated = sub[sub["arch"].isin(names(ablation=True))]  # not the min-RNNs nor the ladder's rungs
         if len(ablated):
             rows.append({"corpus": corpus, "arch": "lstm ablations", "label": "Levy's ablations",
                          "models": ablated["model_id"].nunique(), "pairs": len(ablated),
@@ -358,7 +359,9 @@ def corpus_findings(c: pd.Series, archs: pd.DataFrame) -> list[Finding]:
     ))  # fmt: skip
     if len(archs):
         gru = "gru-paper" if (archs["arch"] == "gru-paper").any() else "gru"
-        shown = [a for a in ("lstm", gru, "rnn", "lstm ablations") if (archs["arch"] == a).any()]
+        levy = set(names(ablation=True))
+        others = [a for a in archs["arch"] if a not in (*FAMILIES, "lstm ablations") and a not in levy]
+        shown = [a for a in ("lstm", gru, "rnn", "lstm ablations", *others) if (archs["arch"] == a).any()]
         av, parts = {"corpus": c["corpus"]}, []
         for i, arch in enumerate(shown):
             a = archs[archs["arch"] == arch].iloc[0]

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from charlm.archs import names
 from charlm.model import ARCH_LABELS
 from probes.view import display_chars, strip_axes
 
@@ -16,7 +17,13 @@ from . import cells_probing
 from .common import style
 
 FONT = 7  # points: the smallest text of the figure
-FAMILY_COLOURS = {"LSTM": "#1b6ca8", "GRU": "#e08214", "RNN": "#7a7a7a", "Levy's ablations": "#5aae61"}
+FAMILY_COLOURS = {
+    "LSTM": "#1b6ca8",
+    "GRU": "#e08214",
+    "RNN": "#7a7a7a",
+    "Levy's ablations": "#5aae61",
+    "others": "#9467bd",
+}  # others: minGRU, minLSTM, the ladder's rungs
 STRIPS = 4  # text strips at most (Fig 2's view), split between the corpora
 STRIP_WIDTH, STRIP_LINES = 100, 3  # characters per line and lines of a strip
 
@@ -26,7 +33,9 @@ def _records(df: pd.DataFrame, record: str) -> pd.DataFrame:
 
 
 def _family(arch: str) -> str:
-    return {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU", "rnn": "RNN"}.get(arch, "Levy's ablations")
+    if arch in names(ablation=True):
+        return "Levy's ablations"
+    return {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU", "rnn": "RNN"}.get(arch, "others")
 
 
 def _last_k(df: pd.DataFrame) -> int | None:

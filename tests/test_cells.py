@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model
 
-from analyses import cells, cells_probing, common
+from analyses import cells, cells_plot, cells_probing, common
 from analyses.base import Result
 from analyses.context import Context, model_index
 from analyses.prose import sentence, unsupported_numbers
@@ -256,6 +256,19 @@ def fake_result(**kwargs) -> Result:
     archs = cells.architecture_table(frames)
     tables = {"features": features, "corpora": corpora_, "architectures": archs, "models": models}
     return Result(cells.tidy(frames), cells.findings(features, corpora_, archs), tables)
+
+
+def test_levys_ablations_are_pooled_and_every_other_architecture_is_counted_as_itself():
+    """The pooled row holds Levy's four ablations only (charlm.archs' `ablation` records); a minGRU or a ladder rung
+    is neither one of them nor left out: the finding counts it under its own name."""
+    archs = ("lstm", "lstm-srnn", "lstm-gates", "mingru", "cbow")
+    result = fake_result(archs=archs, cells_alone=(0.8, 0.8, 0.6, 0.9, 0.6))
+    archs = result.tables["architectures"].set_index("arch")
+    assert archs.loc["lstm ablations", ["models", "pairs", "found"]].tolist() == [2, 2, 1]
+    assert archs.loc["mingru", "found"] == 1 and archs.loc["cbow", "found"] == 0
+    (line,) = [sentence(f) for f in result.findings if "a single cell passes in" in f.template]
+    assert "1 of 2 Levy's ablations" in line and "1 of 1 minGRU" in line and "0 of 1 CBOW" in line
+    assert cells_plot._family("minlstm") == "others" and cells_plot._family("lstm-srnn-hidden") == "Levy's ablations"
 
 
 @pytest.mark.parametrize(
