@@ -84,7 +84,7 @@ def test_bad_settings_and_missing_models_are_one_line(tmp_path, artifacts, capsy
     corpus = fake_corpus_file(tmp_path)
     assert run_cli(model_agreement.main, ["--corpus", corpus.source]) == 2  # no model at all
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "python -m reports --profile quick" in err[0]
+    assert len(err) == 1 and f"python -m reports --corpus {corpus.source}" in err[0]
     fake_neural_model(corpus, nll=np.zeros(corpus.split("test").size - 1))
     assert run_cli(model_agreement.main, ["--corpus", corpus.source, "--set", "distance=cosine"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
