@@ -201,8 +201,9 @@ def _resolve(spec: str | Path) -> Path:
         return path
     text = str(spec)
     if text and os.sep not in text and "/" not in text:
-        hits = sorted(artifacts_root().glob(f"*/{text}")) or sorted(SHIPPED_ROOT.glob(f"*/*/{text}/{MANIFEST}"))
-        hits = [hit.parent if hit.name == MANIFEST else hit for hit in hits]
+        hits = sorted(artifacts_root().glob(f"*/{text}")) or [
+            manifest.parent for manifest in sorted(SHIPPED_ROOT.glob(f"*/*/{text}/{MANIFEST}"))
+        ]
         if len(hits) > 1:
             raise UserError(f"model id '{text}' names {len(hits)} folders ({', '.join(map(str, hits))}): give a path")
         if hits and hits[0].is_relative_to(SHIPPED_ROOT) and (problem := damaged_files(hits[0])):
