@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ROOT = REPO / "models"  # in the repository, next to the packages
 MANIFEST = "manifest.json"
 INSTALLED_FROM = "installed_from"  # the metrics.json key that marks an installed (not locally trained) model
+PENDING = "pending"  # models/pending/<profile>/: finished models of a Levy set not yet whole (reports.ship_pack)
 
 
 def shipped_folder(profile: str, corpus_artifact_name: str, model_id: str, root: Path | None = None) -> Path:
@@ -58,6 +59,11 @@ def damaged_files(folder: Path) -> str | None:
         if file_sha256(path) != entry["sha256"]:
             return f"{path} is damaged (its sha256 is not the manifest's)"
     return None
+
+
+def whole(folder: Path) -> bool:
+    """A shipped folder whose manifest lists every file with its sha256."""
+    return (Path(folder) / MANIFEST).is_file() and damaged_files(folder) is None
 
 
 def install(folder: Path, destination: Path) -> Path:

@@ -38,7 +38,7 @@ from pathlib import Path
 import corpora
 from charlm import archs
 from charlm.plan import available, load_profile
-from charlm.shipped import MANIFEST, damaged_files, shipped_folder
+from charlm.shipped import PENDING, shipped_folder, whole
 from corpora import atomic
 from corpora.errors import UserError, run_cli
 
@@ -172,9 +172,11 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
         if complete_metrics(out / "metrics.json") and (out / PROVENANCE).exists():
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: done before", flush=True)
             continue
-        shipped = shipped_folder(profile.name, corpus.artifact_name, out.name)
-        if (shipped / MANIFEST).is_file() and damaged_files(shipped) is None:
-            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: shipped (models/), skipped", flush=True)
+        rooms = {"models/": profile.name, "waits for its set in models/pending/": f"{PENDING}/{profile.name}"}
+        packed = [where for where, name in rooms.items() if whole(shipped_folder(name, corpus.artifact_name, out.name))]
+        if packed:  # finished on an earlier machine: its packed copy is the model, not trained again
+            room = packed[0]
+            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: shipped ({room}), skipped", flush=True)
             continue
         if dry_run:
             state = "resumes" if (out / "state.pt").is_file() else "to train"

@@ -13,7 +13,7 @@ from pathlib import Path
 import corpora
 from charlm import archs
 from charlm.plan import load_profile
-from charlm.shipped import MANIFEST, SHIPPED_ROOT, damaged_files, shipped_folder
+from charlm.shipped import MANIFEST, PENDING, SHIPPED_ROOT, shipped_folder, whole
 from corpora import atomic
 from corpora.errors import UserError
 
@@ -195,9 +195,6 @@ def _finish(stage: Path, folder: Path, names: list[str], manifest: dict) -> dict
     return manifest
 
 
-PENDING = "pending"  # models/pending/<profile>/: finished models of a set not yet whole (pack_all)
-
-
 def pack_all(profile_name: str, root: Path | None = None) -> int:
     """Pack every finished (complete, with provenance) model of the profile; report what is still to train.
 
@@ -261,11 +258,6 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
     print(f"[ship] {packed} shipped now, {waiting} waiting for their set in {root / PENDING}; shipped in all: "
           f"{total_bytes / 1e6:.1f} MB; still to train: {', '.join(pending) if pending else 'none'}")  # fmt: skip
     return 0
-
-
-def whole(folder: Path) -> bool:
-    """A shipped folder whose manifest lists every file with its sha256."""
-    return (folder / MANIFEST).is_file() and damaged_files(folder) is None
 
 
 def _shipped_bytes(folder: Path) -> int:

@@ -29,10 +29,10 @@ from pathlib import Path
 
 from charlm.kinds.recurrent import shipped_stand_in
 from charlm.plan import load_profile
-from charlm.shipped import MANIFEST, shipped_folder
+from charlm.shipped import MANIFEST, PENDING, shipped_folder, whole
 
 from .ship import PROVENANCE, is_nnn, lock_holder, queue, training_estimate
-from .ship_pack import PENDING, SHIPPED_BUDGET_MB, projected_bytes, whole
+from .ship_pack import SHIPPED_BUDGET_MB, projected_bytes
 
 
 @dataclass
