@@ -153,6 +153,8 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
     processes (one per core) share the list through locks. `dry_run` prints the list and what each would do."""
     from charlm.estimate import Pricer
 
+    from .ship_park import parked_folder, restore
+
     profile = load_profile(profile_name)
     planned = queue(profile)
     if only:  # in the order given: a model id where named, else its architecture's place ("nnn" for the n-NNs)
@@ -178,8 +180,10 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
             room = packed[0]
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: shipped ({room}), skipped", flush=True)
             continue
+        parked = parked_folder(profile.name, corpus.artifact_name, out.name)
         if dry_run:
             state = "resumes" if (out / "state.pt").is_file() else "to train"
+            state = "resumes from models/partial/" if state == "to train" and whole(parked) else state
             print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name} ({group}): {state}", flush=True)
             continue
         out.mkdir(parents=True, exist_ok=True)
@@ -187,6 +191,9 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
             if holder is not None:
                 print(f"[ship] {k}/{len(planned)} {out.name}: being trained by process {holder}, skipped", flush=True)
                 continue
+            step = restore(parked, out)
+            if step is not None:
+                print(f"[ship] {k}/{len(planned)} {out.name}: parked at step {step:,} ({parked}), resumes", flush=True)
             estimate = training_estimate(pricer, corpus, config)
             about = "" if estimate is None else f" (estimate {estimate / 3600:.1f} CPU-hours in all)"
             print(f"[ship] {k}/{len(planned)} training {out.name} on {corpus.name}{about}", flush=True)
@@ -345,6 +352,10 @@ def main(argv=None) -> int:
     )
     pack_p = sub.add_parser("pack", help="copy each finished model into models/<profile>/ with its manifest")
     pack_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
+    park_p = sub.add_parser(
+        "park", help="copy each partly trained model into models/partial/<profile>/, so training resumes elsewhere"
+    )
+    park_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     status_p = sub.add_parser(
         "status", help="a markdown table of where each of the profile's models stands, its cost and the training left"
     )
@@ -357,6 +368,10 @@ def main(argv=None) -> int:
         from .ship_status import status
 
         return status(args.profile)
+    if args.command == "park":
+        from .ship_park import park_all
+
+        return park_all(args.profile)
     from .ship_pack import pack_all  # packing reads the manifests training wrote
 
     return pack_all(args.profile)

@@ -18,6 +18,7 @@ from corpora import atomic
 from corpora.errors import UserError
 
 from .ship import PROVENANCE, is_nnn, nnn_configs
+from .ship_park import unpark
 
 
 def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dict]:
@@ -249,6 +250,7 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
                 else:
                     pack_one(source, target, profile.name, config == headline)
                 print(f"[ship] packed {target}" + ("" if ships else " (its set is not whole yet)"), flush=True)
+            unpark(profile.name, corpus.artifact_name, model_id, root)  # finished: its parked state is spent
             if ships:
                 packed += 1
                 total_bytes += _shipped_bytes(folder)

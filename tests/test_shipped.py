@@ -595,3 +595,50 @@ ships_models = true\n[train]\nmax_chars = 2000\neval_chars = 500\nbatch_size = 4
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "fresh"))
     _, models = plan_all(profile)
     assert sorted(m.model_id for m in models) == new and not any(m.stand_in_for for m in models)
+
+
+def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterrupted_run(
+    tmp_path, monkeypatch, small_text_file, capsys
+):
+    """A session ends its trainer mid-run and the next one starts on an empty machine: `ship park` put the partly
+    trained model in models/partial/, `ship train` there resumes from it (not from step 0) and ends with the weights
+    of a run never interrupted; `ship pack` then removes the parked copy."""
+    import charlm.train
+    from reports import ship_park
+
+    toml = tmp_path / "one.toml"
+    toml.write_text(
+        f'description = "one tiny LSTM"\ncorpora = ["{small_text_file}"]\nanalyses = ["cross_entropy"]\n'
+        "[train]\nmax_chars = 40000\neval_chars = 1000\nbatch_size = 4\nunroll = 20\nsnapshots = 3\n"
+        '[[grid]]\ntypes = ["lstm"]\nlayers = [1]\nbudgets = [8]\n'
+    )
+    monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "whole"))
+    assert ship.main(["train", "--profile", str(toml)]) == 0
+    (whole_run,) = (tmp_path / "whole").glob("*/lstm-*")
+    steps_per_epoch = json.loads((whole_run / "metrics.json").read_text())["epochs"][0]["step"]
+
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "first"))  # killed after its first epoch's state
+    with monkeypatch.context() as m:
+        m.setattr(charlm.train, "train", functools.partial(charlm.train.train, stop_after_steps=steps_per_epoch + 7))
+        assert ship.main(["train", "--profile", str(toml)]) == 0
+    assert ship_park.park_all(str(toml), root=tmp_path / "models") == 0
+    (parked,) = (tmp_path / "models" / "partial" / "one").glob("*/lstm-*")
+    manifest = json.loads((parked / "manifest.json").read_text())
+    assert manifest["step"] == steps_per_epoch and "training.lock" not in manifest["files"]
+    assert shipped.damaged_files(parked) is None
+
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "fresh"))  # the next session's empty machine
+    capsys.readouterr()
+    assert ship.main(["train", "--profile", str(toml)]) == 0
+    assert f"parked at step {steps_per_epoch:,}" in capsys.readouterr().out
+    (resumed,) = (tmp_path / "fresh").glob("*/lstm-*")
+    a, b = (load_payload(d / "checkpoint.pt")["state_dict"] for d in (whole_run, resumed))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    record = json.loads((resumed / "provenance.json").read_text())
+    assert len(record["sessions"]) == 2  # both sessions on record
+    ship_pack.pack_all(str(toml), root=tmp_path / "models")
+    assert (
+        not parked.exists()
+        and shipped.damaged_files(tmp_path / "models" / "one" / parked.parent.name / parked.name) is None
+    )
