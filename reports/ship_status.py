@@ -8,6 +8,7 @@ One row per planned model, in the order `ship train` trains them (reports.ship.q
     to pack          finished here (the artifacts folder): `ship pack` ships it
     training (pid)   a live `ship train` on this machine holds its lock
     partly trained   trained here for some epochs: `ship train` resumes it from its state.pt
+    parked in models/partial/   trained partly on another machine and parked (`ship park`): `ship train` resumes it
     to train         nothing yet (a shipped model trained by an earlier stopping rule may stand in for it)
 
 beside its epochs and best validation loss so far, the CPU seconds it has cost (every session, summed) and what
@@ -33,6 +34,7 @@ from charlm.shipped import MANIFEST, PENDING, shipped_folder, whole
 
 from .ship import PROVENANCE, is_nnn, lock_holder, queue, training_estimate
 from .ship_pack import SHIPPED_BUDGET_MB, projected_bytes
+from .ship_park import parked_folder
 
 
 @dataclass
@@ -81,6 +83,9 @@ def standing(profile_name: str, corpus, config, root: Path | None = None) -> Sta
         if whole(folder):
             return _from_manifest(folder, state)
     out = model_dir(corpus.artifact_name, model_id)
+    parked = parked_folder(profile_name, corpus.artifact_name, model_id, root)
+    if not (out / "state.pt").is_file() and whole(parked):
+        out = parked  # trained partly on another machine: `ship train` resumes it from there
     try:
         metrics = json.loads((out / "metrics.json").read_text())
     except (OSError, ValueError):
@@ -94,6 +99,8 @@ def standing(profile_name: str, corpus, config, root: Path | None = None) -> Sta
         state = "to pack"
     elif holder is not None:
         state = f"training (pid {holder})"
+    elif out == parked:
+        state = "parked in models/partial/"
     elif metrics.get("epochs") or (out / "state.pt").is_file():
         state = "partly trained"
     else:

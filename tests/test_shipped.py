@@ -629,6 +629,9 @@ def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterr
     assert shipped.damaged_files(parked) is None
 
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "fresh"))  # the next session's empty machine
+    ((corpus, config, _),) = ship.queue(load_profile(str(toml)))
+    where = ship_status.standing("one", corpus, config, root=tmp_path / "models")
+    assert where.state == "parked in models/partial/" and where.epochs == 1
     capsys.readouterr()
     assert ship.main(["train", "--profile", str(toml)]) == 0
     assert f"parked at step {steps_per_epoch:,}" in capsys.readouterr().out
