@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED_ROOT = REPO / "models"  # in the repository, next to the packages
 MANIFEST = "manifest.json"
 INSTALLED_FROM = "installed_from"  # the metrics.json key that marks an installed (not locally trained) model
+RETIRED = "retired.json"  # models/<profile>/retired.json: each stand-in retired, measured beside its replacement
 PENDING = "pending"  # models/pending/<profile>/: finished models of a Levy set not yet whole (reports.ship_pack)
 
 

@@ -2,12 +2,14 @@
 
     python -m reports.docs [--profile reference] [--build-dir reports/build] [--docs-dir docs]   # `make docs`
 
-Reads what `python -m reports --profile P` left in <build-dir>/<P>/data/ and writes two files:
+Reads what `python -m reports --profile P` left in <build-dir>/<P>/data/ and writes three files:
 
     docs/results.md        the verdict lines (one per claim of the papers and corpus: the verdict and the sentence,
                            from *.findings.json, written by analyses.prose), Fig 1 left beside ours
                            (cross_entropy.csv and cross_entropy.comparisons.csv), Table 2 (ngram.csv), Levy et al.'s
                            Table 1 beside our ablations (ablations.csv) and the run's cost (timings.json)
+    docs/stopping-rule.md  what the papers' stopping rule moved: each model it retired beside its replacement, from
+                           models/<P>/retired.json (reports.docs_retired; written by `ship pack`, not by the run)
     docs/profile-table.md  one row per profile with a run in <build-dir> or a record kept with the suite
                            (charlm/profiles/<profile>.timings.json): date, git, wall time, the estimate printed at the
                            start, peak memory, artifacts on disk
@@ -28,10 +30,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from charlm.shipped import RETIRED, SHIPPED_ROOT
 from corpora import atomic
 from corpora.errors import run_cli
 
 from .docs_cost import cost_section, profile_table, update_readme
+from .docs_retired import stopping_rule_doc
 from .docs_run import (
     BUILD_ROOT,
     DOCS_DIR,
@@ -367,14 +371,17 @@ def results(run: Run) -> list[str]:
 
 def write_docs(
     build_dir: Path, profile: str, docs_dir: Path = DOCS_DIR, records_dir: Path = PROFILES_DIR,
-    readme: Path | None = None,
+    readme: Path | None = None, models_dir: Path | None = None,
 ) -> list[Path]:  # fmt: skip
-    """Write docs/results.md (this profile's run), docs/profile-table.md (every run and record) and the README's
+    """Write docs/results.md (this profile's run), docs/stopping-rule.md (the ledger of retired models in
+    `models_dir`, default the repository's models/), docs/profile-table.md (every run and record) and the README's
     table of profiles (the records); returns them."""
     run = load_run(build_dir, profile)
     docs_dir = Path(docs_dir)
+    ledger = Path(models_dir or SHIPPED_ROOT) / profile / RETIRED
     written = [
         atomic.write_text(docs_dir / "results.md", "\n".join(results(run)).rstrip() + "\n"),
+        atomic.write_text(docs_dir / "stopping-rule.md", "\n".join(stopping_rule_doc(profile, ledger)).rstrip() + "\n"),
         atomic.write_text(
             docs_dir / "profile-table.md", "\n".join(profile_table(build_dir, records_dir)).rstrip() + "\n"
         ),

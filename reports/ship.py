@@ -356,6 +356,11 @@ def main(argv=None) -> int:
         "park", help="copy each partly trained model into models/partial/<profile>/, so training resumes elsewhere"
     )
     park_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
+    backfill_p = sub.add_parser(
+        "backfill-retired", help="measure the stand-ins retired before models/<profile>/retired.json existed"
+    )
+    backfill_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
+    backfill_p.add_argument("--rev", required=True, help="a git revision whose models/<profile>/ still held them")
     status_p = sub.add_parser(
         "status", help="a markdown table of where each of the profile's models stands, its cost and the training left"
     )
@@ -368,6 +373,10 @@ def main(argv=None) -> int:
         from .ship_status import status
 
         return status(args.profile)
+    if args.command == "backfill-retired":
+        from .ship_pack import backfill_retired
+
+        return backfill_retired(args.profile, args.rev)
     if args.command == "park":
         from .ship_park import park_all
 

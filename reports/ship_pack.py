@@ -13,7 +13,7 @@ from pathlib import Path
 import corpora
 from charlm import archs
 from charlm.plan import load_profile
-from charlm.shipped import MANIFEST, PENDING, SHIPPED_ROOT, shipped_folder, whole
+from charlm.shipped import MANIFEST, PENDING, RETIRED, SHIPPED_ROOT, shipped_folder, whole
 from corpora import atomic
 from corpora.errors import UserError
 
@@ -254,7 +254,7 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
             if ships:
                 packed += 1
                 total_bytes += _shipped_bytes(folder)
-                retire_stand_ins(folder, root)
+                retire_stand_ins(folder, root, corpus)
             else:
                 waiting += 1
     print(f"[ship] {packed} shipped now, {waiting} waiting for their set in {root / PENDING}; shipped in all: "
@@ -266,20 +266,102 @@ def _shipped_bytes(folder: Path) -> int:
     return sum(e["bytes"] for e in json.loads((folder / MANIFEST).read_text())["files"].values())
 
 
-def retire_stand_ins(folder: Path, root: Path) -> list[str]:
+def measured(folder: Path, corpus) -> dict:
+    """A shipped model as the report's cross_entropy reads it (test nats per character with its bootstrap std:
+    charlm.predict.score_split, charlm.predictions.bootstrap_mean) and how its training ended (its manifest)."""
+    import numpy as np
+    import torch
+
+    from charlm.checkpoint import load_checkpoint
+    from charlm.predict import score_split
+    from charlm.predictions import bootstrap_mean
+
+    m = json.loads((folder / MANIFEST).read_text())
+    model = load_checkpoint(folder / "checkpoint.pt")
+    with torch.inference_mode():
+        target_logp, _ = score_split(model, corpus.split("test"), np.zeros(0, dtype=np.int64))
+    mean, std = bootstrap_mean(-target_logp.astype(np.float64))
+    rule = {k: m["train_config"].get(k) for k in ("epochs", "patience", "converge_delta", "converge_window")}
+    return {"model_id": m["model_id"], "rule": rule, "epochs": m["epochs"], "stopped": m["stopped"],
+            "best_val_loss": m["best_val_loss"], "test_nats": round(mean, 6), "test_std": round(std, 6),
+            "cpu_seconds": m.get("cpu_seconds")}  # fmt: skip
+
+
+def record_retired(old: Path, new: Path, corpus, ledger: Path, replacing: dict | None = None) -> dict:
+    """Append to `ledger` the model in `old` and the one in `new` that replaces it, both `measured` (`replacing`:
+    `new` measured before); returns what `new` measured."""
+    replacing = replacing or measured(new, corpus)
+    records = json.loads(ledger.read_text()) if ledger.is_file() else []
+    records.append({"corpus": corpus.name, "corpus_key": corpus.key,
+                    "retired": measured(old, corpus), "replaced_by": replacing})  # fmt: skip
+    atomic.write_json(ledger, records)
+    return replacing
+
+
+def backfill_retired(profile_name: str, rev: str, root: Path | None = None) -> int:
+    """Ledger entries for stand-ins retired before models/<profile>/retired.json existed: every model folder that
+    models/<profile>/ held at git revision `rev` and no longer holds, that a shipped model of the same corpus and
+    configuration (but for when training stopped) replaces, measured from its files at `rev`."""
+    import subprocess
+    import tempfile
+
+    from charlm.kinds.recurrent import _training_key
+    from charlm.plan import load_profile
+
+    profile = load_profile(profile_name)
+    root = root or SHIPPED_ROOT
+    ledger = root / profile.name / RETIRED
+    done = {r["retired"]["model_id"] for r in json.loads(ledger.read_text())} if ledger.is_file() else set()
+    listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev, f"models/{profile.name}/"], cwd=root.parent,
+                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    corpora_ = {corpora.load(arg, split_mode=profile.splits).artifact_name: arg for arg in profile.corpora}
+    added = 0
+    for path in sorted(p for p in listed if p.endswith(f"/{MANIFEST}") and p.count("/") == 4):
+        _, _, name, model_id, _ = path.split("/")
+        current = root / profile.name / name
+        if model_id in done or (current / model_id).exists() or name not in corpora_:
+            continue
+        old = json.loads(subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root.parent, capture_output=True,
+                                        check=True).stdout)  # fmt: skip
+        if not old.get("train_config"):
+            continue
+        replacements = [m.parent for m in sorted(current.glob(f"*/{MANIFEST}"))
+                        if (c := json.loads(m.read_text()).get("train_config"))
+                        and _training_key(c) == _training_key(old["train_config"])]  # fmt: skip
+        if not replacements:
+            continue
+        corpus = corpora.load(corpora_[name], split_mode=profile.splits)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = Path(tmp) / model_id
+            for rel in ("checkpoint.pt", MANIFEST):  # what `measured` reads
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_bytes(subprocess.run(["git", "show", f"{rev}:{path.rsplit('/', 1)[0]}/{rel}"],
+                                           cwd=root.parent, capture_output=True, check=True).stdout)  # fmt: skip
+            record_retired(folder, replacements[0], corpus, ledger)
+        print(f"[ship] {model_id} (at {rev}) replaced by {replacements[0].name}: measured into {ledger}", flush=True)
+        added += 1
+    print(f"[ship] {added} retired model(s) added to {ledger}", flush=True)
+    return 0
+
+
+def retire_stand_ins(folder: Path, root: Path, corpus=None) -> list[str]:
     """Remove the shipped models that stood in for the one in `folder`: same corpus, same configuration but for
-    when training stopped, another id. Returns the ids removed."""
+    when training stopped, another id. Returns the ids removed. With the `corpus`, each retired model and the one
+    replacing it are first measured on its test split (`measured`) into models/<profile>/retired.json, which
+    `make docs` tables: what training by the papers' rule moved (issue 38)."""
     from charlm.kinds.recurrent import _manifests_in, _training_key
 
     manifest = json.loads((folder / MANIFEST).read_text())
     config = manifest.get("train_config")
     if not config:
         return []  # an n-NN: nothing stands in for it
-    removed = []
+    removed, replacing = [], None
     for other in sorted(folder.parent.glob(f"*/{MANIFEST}")):
         theirs = json.loads(other.read_text())
         same = theirs.get("train_config") and _training_key(theirs["train_config"]) == _training_key(config)
         if same and theirs["model_id"] != manifest["model_id"] and theirs.get("corpus_key") == manifest["corpus_key"]:
+            if corpus is not None:
+                replacing = record_retired(other.parent, folder, corpus, folder.parent.parent / RETIRED, replacing)
             shutil.rmtree(other.parent)
             removed.append(theirs["model_id"])
             print(f"[ship] removed {other.parent.name}: {manifest['model_id']} replaces it", flush=True)

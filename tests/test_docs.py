@@ -74,7 +74,7 @@ def build(tmp_path):
 def test_results_hold_the_runs_numbers_beside_the_papers(build):
     out = build / "docs"
     written = docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records")
-    assert [p.name for p in written] == ["results.md", "profile-table.md"]
+    assert [p.name for p in written] == ["results.md", "stopping-rule.md", "profile-table.md"]
     text = (out / "results.md").read_text()
     assert text.count(GENERATED) == 6  # verdicts, Fig 1, Table 2, Levy, the min-RNNs, cost: each headed by its run
     # verdicts: the claim's text (from analyses.cross_entropy), the verdict and the sentence; the unclaimed finding
@@ -177,3 +177,35 @@ def test_every_model_id_the_readme_and_the_usage_guide_load_ships_with_the_suite
         assert ids, f"{doc} loads no model by id: this test reads nothing"
         for model_id in ids:
             assert list(shipped.SHIPPED_ROOT.glob(f"*/*/{model_id}/{shipped.MANIFEST}")), f"{doc}: {model_id} ships not"
+
+
+def test_stopping_rule_doc_tables_each_retired_model_beside_its_replacement(build, tmp_path):
+    """docs/stopping-rule.md reads the ledger `ship pack` keeps (models/<profile>/retired.json): each row the two
+    models' epochs and test numbers and what moved; the summary's range, median and counts from those rows."""
+
+    def side(model_id, epochs, stopped, nats, delta=None):
+        rule = {"epochs": 50, "patience": 5, "converge_delta": delta, "converge_window": 3 if delta else None}
+        return {"model_id": model_id, "rule": rule, "epochs": epochs, "stopped": stopped, "best_val_loss": nats,
+                "test_nats": nats, "test_std": 0.0025, "cpu_seconds": None}  # fmt: skip
+
+    ledger = tmp_path / "models" / "fake" / "retired.json"
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(json.dumps([
+        {"corpus": "warpeace", "corpus_key": "k",
+         "retired": side("lstm-L1-H128-s1-aaaaaa", 22, "converged", 1.25, 0.002),
+         "replaced_by": side("lstm-L1-H128-s1-bbbbbb", 50, "epochs", 1.23)},
+        {"corpus": "linux", "corpus_key": "k",
+         "retired": side("lstm-srnn-L2-H85-s0-cccccc", 30, "converged", 1.30, 0.002),
+         "replaced_by": side("lstm-srnn-L2-H85-s0-dddddd", 41, "early_stopping", 1.31)},
+    ]))  # fmt: skip
+    out = tmp_path / "docs"
+    docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records", models_dir=tmp_path / "models")
+    text = (out / "stopping-rule.md").read_text()
+    assert "2 models retrained so far: test moved by -0.020 to +0.010 nats (median -0.005); 1 of 2 improved." in text
+    assert "1 of 2 retrained models ran to the 50-epoch cap" in text
+    assert "Earlier rule: gain < 0.002 over 3 epochs. Papers' rule: at most 50 epochs, patience 5." in text
+    row = "| warpeace | LSTM | 1 x 128 | 1 | 22 (converged) | 1.2500 +- 0.0025 | 50 (epochs) | 1.2300 +- 0.0025 |"
+    assert row + " -0.0200 |" in text
+    assert "| linux | LSTM - S-RNN | 2 x 85 | 0 | 30 (converged) | 1.3000 +- 0.0025 | 41 (early_stopping) |" in text
+    docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records", models_dir=tmp_path / "none")
+    assert "*No model has been retired yet.*" in (out / "stopping-rule.md").read_text()

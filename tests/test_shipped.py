@@ -596,6 +596,20 @@ ships_models = true\n[train]\nmax_chars = 2000\neval_chars = 500\nbatch_size = 4
     _, models = plan_all(profile)
     assert sorted(m.model_id for m in models) == new and not any(m.stand_in_for for m in models)
 
+    # what the papers' rule moved: each retired model and its replacement, measured as cross_entropy reads them
+    from charlm import predictions
+    from charlm.predict import predict_checkpoint
+
+    ledger = json.loads((tmp_path / "models" / "tiny" / ship_pack.RETIRED).read_text())
+    assert sorted(r["retired"]["model_id"] for r in ledger) == old
+    for record in ledger:
+        for side, where in (("retired", tmp_path / "trained"), ("replaced_by", tmp_path / "models" / "tiny")):
+            (checkpoint,) = where.glob(f"*/{record[side]['model_id']}/checkpoint.pt")
+            preds = predictions.load(predict_checkpoint(checkpoint, out=tmp_path / "p.npz", progress=False))
+            assert record[side]["test_nats"] == pytest.approx(preds.cross_entropy()[0], abs=1e-6)
+            assert record[side]["test_std"] == pytest.approx(preds.cross_entropy()[1], abs=1e-6)
+        assert record["retired"]["rule"]["epochs"] == 2 and record["replaced_by"]["rule"]["epochs"] == 3
+
 
 def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterrupted_run(
     tmp_path, monkeypatch, small_text_file, capsys
