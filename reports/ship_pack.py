@@ -18,7 +18,7 @@ from corpora import atomic
 from corpora.errors import UserError
 
 from .ship import PROVENANCE, is_nnn, nnn_configs
-from .ship_park import unpark
+from .ship_park import settle, unpark
 
 
 def shipped_snapshots(config, snapshots: list[dict], headline: bool) -> list[dict]:
@@ -250,6 +250,7 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
                 else:
                     pack_one(source, target, profile.name, config == headline)
                 print(f"[ship] packed {target}" + ("" if ships else " (its set is not whole yet)"), flush=True)
+            settle(source, target)  # resumed from a parked copy without its unshipped snapshots: the packed copy
             unpark(profile.name, corpus.artifact_name, model_id, root)  # finished: its parked state is spent
             if ships:
                 packed += 1

@@ -27,7 +27,7 @@ from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, SHIPPED_ROOT, shipped_folder, whole
 from corpora import atomic
 
-from .ship import PROVENANCE, queue
+from .ship import PROVENANCE, is_nnn, queue
 
 PARTIAL = "partial"  # models/partial/<profile>/: partly trained models, parked between machines
 STATE = "state.pt"
@@ -44,22 +44,33 @@ def _state_step(source: Path) -> tuple[int, list[dict], int | None]:
     return int(progress["step"]), list(progress.get("snapshots") or []), progress.get("best_step")
 
 
-def park_one(source: Path, folder: Path) -> dict:
-    """Copy a partly trained model's folder (state.pt first) into `folder` with its manifest; returns the manifest."""
+def park_one(source: Path, folder: Path, first_snapshot_only: bool = False) -> dict:
+    """Copy a partly trained model's folder (state.pt first) into `folder` with its manifest; returns the manifest.
+
+    `first_snapshot_only`: the model will ship its first snapshot alone (reports.ship_pack.shipped_snapshots), so
+    the others are left out (listed under "omitted"): the repository's history keeps every parked file, and most of
+    a parked model's bytes are its early snapshots. `ship pack` then installs the packed copy in place of the
+    finished folder, whose metrics list snapshots it lacks (`settle`)."""
     stage = folder.with_name(folder.name + ".parking")
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
     shutil.copyfile(source / STATE, stage / STATE)  # first: every file copied after it is of its time or later
     step, snapshots, best_step = _state_step(stage)
-    names = [STATE]
+    names, omitted = [STATE], []
+    first = snapshots[0]["file"] if snapshots else None
     for path in sorted(p for p in source.rglob("*") if p.is_file()):
         name = path.relative_to(source).as_posix()
         if name == STATE or name in LEFT_BEHIND or ".tmp" in path.name:
+            continue
+        if first_snapshot_only and name.startswith("snapshots/") and name != first:
+            omitted.append(name)
             continue
         (stage / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, stage / name)
         names.append(name)
     for snap in snapshots:
+        if snap["file"] in omitted:
+            continue
         if not (stage / snap["file"]).is_file() or file_sha256(stage / snap["file"]) != snap["sha256"]:
             raise RuntimeError(f"{source / snap['file']} is not the snapshot its state.pt recorded")
     if best_step is not None and not (stage / "checkpoint.pt").is_file():
@@ -68,6 +79,7 @@ def park_one(source: Path, folder: Path) -> dict:
         "model_id": source.name,
         "step": step,
         "parked": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "omitted": omitted,  # snapshots left out: the model ships its first alone
         "files": {n: {"sha256": file_sha256(stage / n), "bytes": (stage / n).stat().st_size} for n in names},
     }
     atomic.write_json(stage / MANIFEST, manifest)
@@ -91,9 +103,18 @@ def restore(folder: Path, out: Path) -> int | None:
 
 def park_all(profile_name: str, root: Path | None = None) -> int:
     """Park every partly trained model of the profile that has moved on since it was last parked."""
+    from charlm.plan import headline_config
+
+    from .ship_pack import shipped_snapshots
+
     profile = load_profile(profile_name)
+    planned = queue(profile)
+    headline = {}
+    for corpus in {c.key: c for c, _, _ in planned}.values():
+        configs = [cf for c, cf, _ in planned if c.key == corpus.key and not is_nnn(cf)]
+        headline[corpus.key] = headline_config(configs, corpus.vocab_size)
     parked = 0
-    for corpus, config, _ in queue(profile):
+    for corpus, config, _ in planned:
         source = model_dir(corpus.artifact_name, config.model_id(corpus.key))
         if not (source / STATE).is_file() or complete_metrics(source / "metrics.json"):
             continue
@@ -102,7 +123,8 @@ def park_all(profile_name: str, root: Path | None = None) -> int:
         folder = parked_folder(profile.name, corpus.artifact_name, source.name, root)
         if whole(folder) and json.loads((folder / MANIFEST).read_text())["step"] >= _state_step(source)[0]:
             continue
-        manifest = park_one(source, folder)
+        first_only = len(shipped_snapshots(config, [{}] * 8, config == headline[corpus.key])) == 1
+        manifest = park_one(source, folder, first_only)
         size = sum(f["bytes"] for f in manifest["files"].values())
         print(f"[ship] parked {source.name} on {corpus.name} at step {manifest['step']:,} ({size / 1e6:.1f} MB) in "
               f"{folder}", flush=True)  # fmt: skip
@@ -117,3 +139,17 @@ def unpark(profile: str, corpus_artifact_name: str, model_id: str, root: Path | 
     if folder.exists():
         shutil.rmtree(folder)
         print(f"[ship] removed {folder}: the model is finished", flush=True)
+
+
+def settle(source: Path, packed: Path) -> bool:
+    """After `ship pack`: a finished folder whose metrics list snapshots it lacks (it resumed from a parked copy that
+    left them out) is replaced by an install of its packed copy, which lists what ships and nothing else (as on a
+    fresh clone). Returns whether it was replaced."""
+    from charlm.shipped import install
+
+    metrics = complete_metrics(source / "metrics.json")
+    if metrics is None or all((source / s["file"]).is_file() for s in metrics.get("snapshots") or []):
+        return False
+    install(packed, source)
+    print(f"[ship] {source.name}: the artifacts now hold its packed copy (it resumed without its unshipped snapshots)")
+    return True

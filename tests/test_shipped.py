@@ -611,51 +611,61 @@ ships_models = true\n[train]\nmax_chars = 2000\neval_chars = 500\nbatch_size = 4
         assert record["retired"]["rule"]["epochs"] == 2 and record["replaced_by"]["rule"]["epochs"] == 3
 
 
+@pytest.mark.parametrize("arch", ["lstm", "mingru"])
 def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterrupted_run(
-    tmp_path, monkeypatch, small_text_file, capsys
+    arch, tmp_path, monkeypatch, small_text_file, capsys
 ):
     """A session ends its trainer mid-run and the next one starts on an empty machine: `ship park` put the partly
     trained model in models/partial/, `ship train` there resumes from it (not from step 0) and ends with the weights
-    of a run never interrupted; `ship pack` then removes the parked copy."""
+    of a run never interrupted; `ship pack` then removes the parked copy. The minGRU ships its first snapshot alone,
+    so its other snapshots are not parked, and once packed its artifacts folder is the packed copy (whole)."""
     import charlm.train
     from reports import ship_park
 
     toml = tmp_path / "one.toml"
     toml.write_text(
-        f'description = "one tiny LSTM"\ncorpora = ["{small_text_file}"]\nanalyses = ["cross_entropy"]\n'
-        "[train]\nmax_chars = 40000\neval_chars = 1000\nbatch_size = 4\nunroll = 20\nsnapshots = 3\n"
-        '[[grid]]\ntypes = ["lstm"]\nlayers = [1]\nbudgets = [8]\n'
+        f'description = "a tiny LSTM and minGRU"\ncorpora = ["{small_text_file}"]\nanalyses = ["cross_entropy"]\n'
+        "[train]\nmax_chars = 40000\neval_chars = 1000\nbatch_size = 4\nunroll = 20\nsnapshots = 4\n"
+        '[[grid]]\ntypes = ["lstm", "mingru"]\nlayers = [1]\nbudgets = [8]\n'
     )
+    only = ["--only", arch]
     monkeypatch.setattr(shipped, "SHIPPED_ROOT", tmp_path / "models")
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "whole"))
-    assert ship.main(["train", "--profile", str(toml)]) == 0
-    (whole_run,) = (tmp_path / "whole").glob("*/lstm-*")
-    steps_per_epoch = json.loads((whole_run / "metrics.json").read_text())["epochs"][0]["step"]
+    assert ship.main(["train", "--profile", str(toml), *only]) == 0
+    (whole_run,) = (tmp_path / "whole").glob(f"*/{arch}-*")
+    metrics = json.loads((whole_run / "metrics.json").read_text())
+    steps_per_epoch = metrics["epochs"][0]["step"]
+    early = [s["file"] for s in metrics["snapshots"] if s["step"] <= steps_per_epoch]
+    assert len(early) >= 2  # snapshots the park can leave out
 
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "first"))  # killed after its first epoch's state
     with monkeypatch.context() as m:
         m.setattr(charlm.train, "train", functools.partial(charlm.train.train, stop_after_steps=steps_per_epoch + 7))
-        assert ship.main(["train", "--profile", str(toml)]) == 0
+        assert ship.main(["train", "--profile", str(toml), *only]) == 0
     assert ship_park.park_all(str(toml), root=tmp_path / "models") == 0
-    (parked,) = (tmp_path / "models" / "partial" / "one").glob("*/lstm-*")
+    (parked,) = (tmp_path / "models" / "partial" / "one").glob("*/*")
     manifest = json.loads((parked / "manifest.json").read_text())
     assert manifest["step"] == steps_per_epoch and "training.lock" not in manifest["files"]
     assert shipped.damaged_files(parked) is None
+    parked_snapshots = sorted(n for n in manifest["files"] if n.startswith("snapshots/"))
+    assert parked_snapshots == (early[:1] if arch == "mingru" else early)
+    assert sorted(manifest["omitted"]) == ([] if arch == "lstm" else early[1:])
 
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "fresh"))  # the next session's empty machine
-    ((corpus, config, _),) = ship.queue(load_profile(str(toml)))
-    where = ship_status.standing("one", corpus, config, root=tmp_path / "models")
+    (entry,) = [e for e in ship.queue(load_profile(str(toml))) if e[1].arch == arch]
+    where = ship_status.standing("one", entry[0], entry[1], root=tmp_path / "models")
     assert where.state == "parked in models/partial/" and where.epochs == 1
     capsys.readouterr()
-    assert ship.main(["train", "--profile", str(toml)]) == 0
+    assert ship.main(["train", "--profile", str(toml), *only]) == 0
     assert f"parked at step {steps_per_epoch:,}" in capsys.readouterr().out
-    (resumed,) = (tmp_path / "fresh").glob("*/lstm-*")
+    (resumed,) = (tmp_path / "fresh").glob(f"*/{arch}-*")
     a, b = (load_payload(d / "checkpoint.pt")["state_dict"] for d in (whole_run, resumed))
     assert all(torch.equal(a[k], b[k]) for k in a)
     record = json.loads((resumed / "provenance.json").read_text())
     assert len(record["sessions"]) == 2  # both sessions on record
     ship_pack.pack_all(str(toml), root=tmp_path / "models")
-    assert (
-        not parked.exists()
-        and shipped.damaged_files(tmp_path / "models" / "one" / parked.parent.name / parked.name) is None
-    )
+    packed = tmp_path / "models" / "one" / parked.parent.name / parked.name
+    assert not parked.exists() and shipped.damaged_files(packed) is None
+    settled = json.loads((resumed / "metrics.json").read_text())
+    assert all((resumed / s["file"]).is_file() for s in settled["snapshots"])  # as a fresh clone installs it
+    assert shipped.installed(resumed) == (arch == "mingru")
