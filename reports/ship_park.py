@@ -27,7 +27,7 @@ from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, SHIPPED_ROOT, shipped_folder, whole
 from corpora import atomic
 
-from .ship import PROVENANCE, is_nnn, queue
+from .ship import PROVENANCE, queue
 
 PARTIAL = "partial"  # models/partial/<profile>/: partly trained models, parked between machines
 STATE = "state.pt"
@@ -103,16 +103,12 @@ def restore(folder: Path, out: Path) -> int | None:
 
 def park_all(profile_name: str, root: Path | None = None) -> int:
     """Park every partly trained model of the profile that has moved on since it was last parked."""
-    from charlm.plan import headline_config
-
     from .ship_pack import shipped_snapshots
+    from .ship_status import headlines  # the same headline LSTM per corpus that pack and status use
 
     profile = load_profile(profile_name)
     planned = queue(profile)
-    headline = {}
-    for corpus in {c.key: c for c, _, _ in planned}.values():
-        configs = [cf for c, cf, _ in planned if c.key == corpus.key and not is_nnn(cf)]
-        headline[corpus.key] = headline_config(configs, corpus.vocab_size)
+    headline = headlines(planned)
     parked = 0
     for corpus, config, _ in planned:
         source = model_dir(corpus.artifact_name, config.model_id(corpus.key))
