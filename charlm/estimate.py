@@ -10,8 +10,9 @@ work (a recurrent forward and backward in torch, a numpy sort, a Python loop). O
    work (train, score, build), in any record, per unit of work (characters trained or read, tokens x order), x this
    job's units and the machine ratio: the same model on another corpus, a quick model on a user's text;
 3. training that no record holds: the training seconds per character that the shipped models' manifests record
-   for the shape (models/), as 2; else those of the architecture's other shipped shapes, per character and
-   parameter (a minGRU 2 x 190 from the shipped minGRU 1 x 465);
+   for the shape (models/), as 2; else those of the architecture's other shipped shapes, fitted as a cost per
+   layer plus a cost per parameter (`per_char_cost`: a minGRU 2 x 190 from the shipped 1 x 465 and 3 x 145). The
+   manifests' CPU seconds are read where a shape (an architecture) has any, wall seconds only where it has none;
 4. "by kind": the recorded jobs of the same work, per unit and per parameter (a network of a new shape);
 
 An analysis is priced by its record, scaled by the number of networks it reads against the record's; rendering by
@@ -127,14 +128,17 @@ def records(profile_name: str) -> list[Record]:
     return [r for r in (Record.load(p) for p in paths if p.is_file()) if r is not None]
 
 
-def shipped_training(root: Path | None = None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Training CPU seconds of every shipped network (models/, the ones waiting for their set in models/pending/
-    included): per character by shape ("lstm L2 H84"), and per character and parameter by architecture ("mingru",
-    for a shape no shipped model has): rule 3's records."""
+def shipped_training(root: Path | None = None) -> tuple[dict[str, list[float]], dict[str, list[tuple]]]:
+    """Training seconds of every shipped network (models/, the ones waiting for their set in models/pending/
+    included), per character: by shape ("lstm L2 H84": [seconds per character]) and by architecture ("mingru":
+    [(layers, parameters, seconds per character)], for a shape no shipped model has): rule 3's records. The CPU
+    seconds a manifest records (one training thread, every session) are read where the shape, or the architecture,
+    has any; the wall seconds of models shipped before manifests recorded CPU time only where it has none, since
+    they count pauses and a busy machine's waits (Linux's LSTM 1 x 128: 21-23 us of CPU per character against
+    6-7 us of wall on an earlier machine)."""
     from .shipped import SHIPPED_ROOT
 
-    by_shape: dict[str, list[float]] = {}
-    by_arch: dict[str, list[float]] = {}
+    rows = []  # (arch, layers, size, params, seconds per character, measured in CPU seconds)
     for path in sorted((root or SHIPPED_ROOT).rglob("manifest.json")):
         m = json.loads(path.read_text())
         tc, seconds = m.get("train_config"), m.get("cpu_seconds") or m.get("training_seconds")
@@ -144,10 +148,38 @@ def shipped_training(root: Path | None = None) -> tuple[dict[str, list[float]], 
         record = json.loads(metrics.read_text())
         chars, params = record.get("chars_trained") or 0, record.get("params") or 0
         if chars:
-            by_shape.setdefault(f"{tc['arch']} L{tc['layers']} H{tc['size']}", []).append(seconds / chars)
-            if params:
-                by_arch.setdefault(tc["arch"], []).append(seconds / chars / params)
+            rows.append((tc["arch"], tc["layers"], tc["size"], params, seconds / chars, bool(m.get("cpu_seconds"))))
+
+    def best(group: list[tuple]) -> list[tuple]:
+        return [r for r in group if r[5]] or group
+
+    by_shape: dict[str, list[float]] = {}
+    for key in {f"{a} L{n} H{h}" for a, n, h, *_ in rows}:
+        by_shape[key] = [r[4] for r in best([r for r in rows if f"{r[0]} L{r[1]} H{r[2]}" == key])]
+    by_arch: dict[str, list[tuple]] = {}
+    for arch in {r[0] for r in rows}:
+        kept = [(r[1], r[3], r[4]) for r in best([r for r in rows if r[0] == arch]) if r[3]]
+        if kept:
+            by_arch[arch] = kept
     return by_shape, by_arch
+
+
+def per_char_cost(shipped: list[tuple], layers: int, params: int) -> tuple[float, str]:
+    """Seconds per character of a shape from other shipped shapes of its architecture, `shipped` as
+    (layers, parameters, seconds per character): with two shapes or more, the least-squares fit of
+    a x layers + b x parameters (a, b >= 0, each shape weighted by its inverse cost, so that the fit minimises
+    relative errors), since a layer costs its per-step overhead whatever its width (a wide 1-layer minGRU runs
+    its scan once); with one shape, its cost per parameter. Leave-one-out over the 31 shipped models with CPU
+    seconds (2026-11-28): the fit's geometric mean error 1.21x (worst 1.98x), per parameter alone 1.32x (2.38x)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    if len({(n, p) for n, p, _ in shipped}) < 2:
+        return statistics.median(s / p for _, p, s in shipped) * params, "per parameter"
+    y = np.array([s for _, _, s in shipped])
+    a = np.array([[n, p] for n, p, _ in shipped], dtype=float) / y[:, None]
+    (per_layer, per_param), _ = nnls(a, np.ones_like(y))
+    return per_layer * layers + per_param * params, "per layer and parameter"
 
 
 # ------------------------------------------------------------------------------------------ pricing
@@ -161,7 +193,7 @@ class Pricer:
     records: list[Record]
     speed: float  # this machine's benchmark / the records' machine's: above 1 is slower
     training: dict[str, list[float]]  # shipped training, seconds per character, by shape
-    training_by_arch: dict[str, list[float]] = field(default_factory=dict)  # per character and parameter, by arch
+    training_by_arch: dict[str, list[tuple]] = field(default_factory=dict)  # (layers, params, s/char), by arch
 
     @classmethod
     def here(cls, profile_name: str, bench_s: float | None = None) -> Pricer:
@@ -189,9 +221,9 @@ class Pricer:
             return per * w.units * self.speed, 0.0, f"shipped {w.shape}'s training, per character"
         arch = w.shape.split(" ")[0]
         if w.what == "train" and w.params and arch in self.training_by_arch:
-            per = statistics.median(self.training_by_arch[arch])
-            return (per * w.units * w.params * self.speed, 0.0,
-                    f"shipped {arch} training of other shapes, per character and parameter")  # fmt: skip
+            layers = int(w.shape.split(" L")[1].split(" ")[0]) if " L" in w.shape else 1
+            per, how = per_char_cost(self.training_by_arch[arch], layers, w.params)
+            return per * w.units * self.speed, 0.0, f"shipped {arch} training of other shapes, {how}"
         kin = [j for j in self._recorded() if j["what"] == w.what and j["units"] and (j["params"] or 0) > 0]
         if kin and w.params:
             per = statistics.median(j["seconds"] / j["units"] / j["params"] for j in kin)

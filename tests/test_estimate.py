@@ -53,7 +53,7 @@ def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
     assert seconds == pytest.approx(180.0) and disk == pytest.approx(15000) and rule.startswith("scaled")
     seconds, _, rule = pricer.price(job("train:d/rnn", work=Work("train", 2000, "rnn L1 H5", 50)))
     assert seconds == pytest.approx(4.0) and rule.startswith("shipped")  # 0.001 s/char x 2000 x 2
-    pricer.training_by_arch = {"rnn": [2e-6]}  # another rnn shape shipped: per character and parameter
+    pricer.training_by_arch = {"rnn": [(1, 100, 2e-4)]}  # one other rnn shape shipped: per character and parameter
     seconds, _, rule = pricer.price(job("train:d/rnn2", work=Work("train", 2000, "rnn L2 H3", 50)))
     assert seconds == pytest.approx(2e-6 * 2000 * 50 * 2) and rule.startswith("shipped rnn training of other shapes")
     seconds, disk, rule = pricer.price(job("train:d/lstm", work=Work("train", 2000, "lstm L2 H4", 400)))
@@ -173,4 +173,29 @@ def test_shipped_training_is_read_per_shape_and_per_architecture_from_models_and
             "arch": arch, "layers": 1, "size": size}}))  # fmt: skip
         (folder / "metrics.json").write_text(json.dumps({"chars_trained": 100, "params": params}))
     by_shape, by_arch = est.shipped_training(tmp_path)
-    assert by_shape == {"mingru L1 H465": [4.0], "mingru L1 H190": [3.0]} and by_arch == {"mingru": [0.006, 0.004]}
+    assert by_shape == {"mingru L1 H465": [4.0], "mingru L1 H190": [3.0]}
+    assert sorted(by_arch["mingru"]) == [(1, 500, 3.0), (1, 1000, 4.0)]
+
+
+def test_shipped_training_reads_cpu_seconds_where_a_shape_has_them_and_wall_seconds_only_where_not(tmp_path):
+    for name, arch, seconds in (("a", "lstm", {"cpu_seconds": 500.0}), ("b", "lstm", {"training_seconds": 100.0}),
+                                ("c", "rnn", {"training_seconds": 200.0})):  # fmt: skip
+        folder = tmp_path / "reference" / "c" / name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps({**seconds, "train_config": {
+            "arch": arch, "layers": 1, "size": 8}}))  # fmt: skip
+        (folder / "metrics.json").write_text(json.dumps({"chars_trained": 100, "params": 10}))
+    by_shape, by_arch = est.shipped_training(tmp_path)
+    assert by_shape == {"lstm L1 H8": [5.0], "rnn L1 H8": [2.0]}  # the LSTM's wall-time model is left out
+    assert by_arch == {"lstm": [(1, 10, 5.0)], "rnn": [(1, 10, 2.0)]}
+
+
+def test_per_char_cost_recovers_a_cost_per_layer_plus_per_parameter():
+    def cost(layers, params):
+        return 3e-6 * layers + 1e-10 * params  # known by construction
+
+    shipped = [(n, p, cost(n, p)) for n, p in ((1, 130_000), (2, 122_000), (3, 123_000))]
+    seconds, how = est.per_char_cost(shipped, 4, 60_000)
+    assert seconds == pytest.approx(cost(4, 60_000), rel=1e-6) and how == "per layer and parameter"
+    seconds, how = est.per_char_cost(shipped[:1], 2, 65_000)  # one shape: per parameter
+    assert seconds == pytest.approx(cost(1, 130_000) / 2) and how == "per parameter"
