@@ -169,8 +169,8 @@ def per_char_cost(shipped: list[tuple], layers: int, params: int) -> tuple[float
     (layers, parameters, seconds per character): with two shapes or more, the least-squares fit of
     a x layers + b x parameters (a, b >= 0, each shape weighted by its inverse cost, so that the fit minimises
     relative errors), since a layer costs its per-step overhead whatever its width (a wide 1-layer minGRU runs
-    its scan once); with one shape, its cost per parameter. Leave-one-out over the 31 shipped models with CPU
-    seconds (2026-11-28): the fit's geometric mean error 1.21x (worst 1.98x), per parameter alone 1.32x (2.38x)."""
+    its scan once); with one shape, its cost per parameter. How well it prices a shape left out: `leave_one_out`
+    (printed by `python -m reports.ship status`)."""
     import numpy as np
     from scipy.optimize import nnls
 
@@ -180,6 +180,26 @@ def per_char_cost(shipped: list[tuple], layers: int, params: int) -> tuple[float
     a = np.array([[n, p] for n, p, _ in shipped], dtype=float) / y[:, None]
     (per_layer, per_param), _ = nnls(a, np.ones_like(y))
     return per_layer * layers + per_param * params, "per layer and parameter"
+
+
+def leave_one_out(by_arch: dict[str, list[tuple]]) -> dict[str, tuple[int, float, float]]:
+    """Rule 3 tested on the shipped models: each priced as a shape no shipped model has, from the other shapes of
+    its architecture (`by_arch` as `shipped_training` returns it; a model alone in its architecture is skipped), by
+    `per_char_cost` ("fit") and by the median cost per parameter alone ("per parameter"). The error of one price
+    is max(price / measured, measured / price). Returns {method: (models, geometric mean error, worst error)}."""
+    import numpy as np
+
+    errors: dict[str, list[float]] = {"fit": [], "per parameter": []}
+    for shipped in by_arch.values():
+        for layers, params, measured in shipped:
+            others = [r for r in shipped if (r[0], r[1]) != (layers, params)]
+            if not others:
+                continue
+            prices = {"fit": per_char_cost(others, layers, params)[0],
+                      "per parameter": statistics.median(s / p for _, p, s in others) * params}  # fmt: skip
+            for method, price in prices.items():
+                errors[method].append(max(price / measured, measured / price))
+    return {m: (len(e), float(np.exp(np.mean(np.log(e)))), max(e)) for m, e in errors.items() if e}
 
 
 # ------------------------------------------------------------------------------------------ pricing
@@ -221,8 +241,7 @@ class Pricer:
             return per * w.units * self.speed, 0.0, f"shipped {w.shape}'s training, per character"
         arch = w.shape.split(" ")[0]
         if w.what == "train" and w.params and arch in self.training_by_arch:
-            layers = int(w.shape.split(" L")[1].split(" ")[0]) if " L" in w.shape else 1
-            per, how = per_char_cost(self.training_by_arch[arch], layers, w.params)
+            per, how = per_char_cost(self.training_by_arch[arch], w.layers, w.params)
             return per * w.units * self.speed, 0.0, f"shipped {arch} training of other shapes, {how}"
         kin = [j for j in self._recorded() if j["what"] == w.what and j["units"] and (j["params"] or 0) > 0]
         if kin and w.params:

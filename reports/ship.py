@@ -286,7 +286,7 @@ def training_estimate(pricer, corpus, config) -> float | None:
 
     model = config.model_config(corpus.vocab_size)
     work = Work("train", chars_to_train(config, corpus), f"{config.arch} L{config.layers} H{config.size}",
-                count_params(model))  # fmt: skip
+                count_params(model), config.layers)  # fmt: skip
     seconds, _, rule = pricer.price(Job(f"train:{corpus.name}/{config.model_id(corpus.key)}", None, work))
     return round(seconds, 3) if seconds > 0 else None
 

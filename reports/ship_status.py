@@ -18,7 +18,7 @@ there is one ("before", so that it can be set beside the measured cost), else th
 A second table sums the same per group, and the summary adds up the CPU hours left by the estimate (a partly
 trained model: its estimate less what it has used) and the size the profile's shipped models will have once every
 planned one ships (a model not packed yet: as reports.ship_pack.projected_bytes projects it), against the
-repository's budget.
+repository's budget. Its last line tests the estimate's rule 3 on the shipped models (`charlm.estimate.leave_one_out`).
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def cost(seconds: float | None) -> str:
 
 def status(profile_name: str, root: Path | None = None) -> int:
     """Print the markdown table of the profile's models and the summary of what is left (module docstring)."""
-    from charlm.estimate import Pricer
+    from charlm.estimate import Pricer, leave_one_out
 
     profile = load_profile(profile_name)
     pricer = Pricer.here(profile.name)
@@ -187,4 +187,12 @@ def status(profile_name: str, root: Path | None = None) -> int:
         spread = f"{ratios[0]:.2f}x" if len(ratios) == 1 else f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x"
         line += f"; the {len(ratios)} shipped with an estimate recorded before training cost {spread} of it"
     print(line)
+    loo = leave_one_out(pricer.training_by_arch)
+    if "fit" in loo:
+        (n, fit, fit_worst), (_, per, per_worst) = loo["fit"], loo["per parameter"]
+        print(
+            f"\nThe estimate's rule 3 (a shape nobody shipped, from its architecture's other shipped shapes), "
+            f"left out in turn on {n} shipped models: within {fit:.2f}x on geometric mean (worst {fit_worst:.2f}x) "
+            f"by the fit per layer and parameter, against {per:.2f}x (worst {per_worst:.2f}x) per parameter alone"
+        )
     return 0

@@ -54,8 +54,11 @@ def test_the_pricing_rules_in_order(monkeypatch, tmp_path):
     seconds, _, rule = pricer.price(job("train:d/rnn", work=Work("train", 2000, "rnn L1 H5", 50)))
     assert seconds == pytest.approx(4.0) and rule.startswith("shipped")  # 0.001 s/char x 2000 x 2
     pricer.training_by_arch = {"rnn": [(1, 100, 2e-4)]}  # one other rnn shape shipped: per character and parameter
-    seconds, _, rule = pricer.price(job("train:d/rnn2", work=Work("train", 2000, "rnn L2 H3", 50)))
+    seconds, _, rule = pricer.price(job("train:d/rnn2", work=Work("train", 2000, "rnn L2 H3", 50, 2)))
     assert seconds == pytest.approx(2e-6 * 2000 * 50 * 2) and rule.startswith("shipped rnn training of other shapes")
+    pricer.training_by_arch = {"rnn": [(1, 100, 3e-4), (2, 100, 5e-4)]}  # 2e-4 per layer + 1e-6 per parameter
+    seconds, _, rule = pricer.price(job("train:d/rnn3", work=Work("train", 2000, "rnn L3 H3", 50, 3)))
+    assert seconds == pytest.approx((3 * 2e-4 + 1e-6 * 50) * 2000 * 2) and rule.endswith("per layer and parameter")
     seconds, disk, rule = pricer.price(job("train:d/lstm", work=Work("train", 2000, "lstm L2 H4", 400)))
     assert seconds == pytest.approx(80 / 4000 / 200 * 2000 * 400 * 2) and rule.startswith("by kind")
     assert disk == 7000  # a training folder's size does not grow with the characters trained
@@ -199,3 +202,20 @@ def test_per_char_cost_recovers_a_cost_per_layer_plus_per_parameter():
     assert seconds == pytest.approx(cost(4, 60_000), rel=1e-6) and how == "per layer and parameter"
     seconds, how = est.per_char_cost(shipped[:1], 2, 65_000)  # one shape: per parameter
     assert seconds == pytest.approx(cost(1, 130_000) / 2) and how == "per parameter"
+
+
+def test_leave_one_out_prices_each_shape_from_the_others_and_is_exact_where_the_cost_model_is():
+    def cost(layers, params):
+        return 3e-6 * layers + 1e-10 * params  # known by construction
+
+    shapes = ((1, 130_000), (2, 122_000), (3, 123_000), (1, 60_000))
+    exact = {"gru": [(n, p, cost(n, p)) for n, p in shapes], "rnn": [(1, 10, 1.0)]}  # rnn: alone, skipped
+    loo = est.leave_one_out(exact)
+    assert loo["fit"][0] == 4 and loo["fit"][1] == pytest.approx(1.0) and loo["fit"][2] == pytest.approx(1.0)
+    # per parameter alone: the 1 x 60,000 priced from the others' median cost per parameter, computed here
+    per = sorted(cost(n, p) / p for n, p in shapes[:3])[1] * 60_000
+    assert loo["per parameter"][2] >= max(per / cost(1, 60_000), cost(1, 60_000) / per) - 1e-12
+    assert loo["per parameter"][1] > 1.0
+    off = {"gru": [(1, 100, 2.0), (2, 100, 2.0), (1, 100, 8.0)]}  # two models of one shape: both left out together
+    n, geo, worst = est.leave_one_out(off)["per parameter"]
+    assert n == 3 and worst == pytest.approx(4.0)  # the 1 x 100 at 8.0 priced from the 2 x 100 at 2.0

@@ -48,6 +48,7 @@ class Work:
     units: float  # characters trained, characters read while scoring, or train tokens x order for KenLM
     shape: str  # what the seconds per unit depend on besides the machine: "lstm L3 H68", "ngram n=20", ...
     params: int = 0  # the model's parameters (a fallback's scale between shapes)
+    layers: int = 1  # the network's depth (rule 3 prices a new shape per layer and per parameter)
 
 
 @dataclass

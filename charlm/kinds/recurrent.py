@@ -94,7 +94,7 @@ class Recurrent(ModelKind):
                 Job(
                     f"train:{planned.label}",
                     partial(train_job, asdict(config), env, _training_threads(planned, threads), splits),
-                    Work("train", chars, shape, params),
+                    Work("train", chars, shape, params, config.layers),
                     planned,
                 )
             )
@@ -106,7 +106,7 @@ class Recurrent(ModelKind):
             Job(
                 f"score:{planned.label}",
                 partial(score_job, str(planned.directory), planned.corpus_arg, env, threads, splits, snapshots),
-                Work("score", units, shape, params),
+                Work("score", units, shape, params, config.layers),
                 planned,
                 after=tuple(j.key for j in jobs),
             )
