@@ -12,7 +12,7 @@ work (a recurrent forward and backward in torch, a numpy sort, a Python loop). O
 3. training that no record holds: the training seconds per character that the shipped models' manifests record
    for the shape (models/), as 2; else those of the architecture's other shipped shapes, fitted as a cost per
    layer plus a cost per parameter (`per_char_cost`: a minGRU 2 x 190 from the shipped 1 x 465 and 3 x 145). The
-   manifests' CPU seconds are read where a shape (an architecture) has any, wall seconds only where it has none;
+   manifests' CPU seconds are read wherever an architecture has any, wall seconds only for one that has none;
 4. "by kind": the recorded jobs of the same work, per unit and per parameter (a network of a new shape);
 
 An analysis is priced by its record, scaled by the number of networks it reads against the record's; rendering by
@@ -132,10 +132,12 @@ def shipped_training(root: Path | None = None) -> tuple[dict[str, list[float]], 
     """Training seconds of every shipped network (models/, the ones waiting for their set in models/pending/
     included), per character: by shape ("lstm L2 H84": [seconds per character]) and by architecture ("mingru":
     [(layers, parameters, seconds per character)], for a shape no shipped model has): rule 3's records. The CPU
-    seconds a manifest records (one training thread, every session) are read where the shape, or the architecture,
-    has any; the wall seconds of models shipped before manifests recorded CPU time only where it has none, since
-    they count pauses and a busy machine's waits (Linux's LSTM 1 x 128: 21-23 us of CPU per character against
-    6-7 us of wall on an earlier machine)."""
+    seconds a manifest records (one training thread, every session) are read wherever the architecture has any: a
+    shape of it shipped only with wall seconds is then left out of `by_shape`, so that the architecture's fit prices
+    it. The wall seconds of models shipped before manifests recorded CPU time are read only for an architecture
+    with none, since they count pauses, a busy machine's waits and other machines (Linux's LSTM 1 x 128: 21-23 us of
+    CPU per character against 6-7 us of wall on an earlier machine; War and Peace's papers' GRU 3 x 79: 74 us of
+    wall, where the papers' GRUs timed in CPU seconds cost 18 to 29)."""
     from .shipped import SHIPPED_ROOT
 
     rows = []  # (arch, layers, size, params, seconds per character, measured in CPU seconds)
@@ -153,9 +155,12 @@ def shipped_training(root: Path | None = None) -> tuple[dict[str, list[float]], 
     def best(group: list[tuple]) -> list[tuple]:
         return [r for r in group if r[5]] or group
 
+    timed = {r[0] for r in rows if r[5]}  # architectures with a model whose CPU seconds were recorded
     by_shape: dict[str, list[float]] = {}
     for key in {f"{a} L{n} H{h}" for a, n, h, *_ in rows}:
-        by_shape[key] = [r[4] for r in best([r for r in rows if f"{r[0]} L{r[1]} H{r[2]}" == key])]
+        kept = best([r for r in rows if f"{r[0]} L{r[1]} H{r[2]}" == key])
+        if kept[0][0] not in timed or kept[0][5]:  # a wall-timed shape of a CPU-timed architecture: priced by its fit
+            by_shape[key] = [r[4] for r in kept]
     by_arch: dict[str, list[tuple]] = {}
     for arch in {r[0] for r in rows}:
         kept = [(r[1], r[3], r[4]) for r in best([r for r in rows if r[0] == arch]) if r[3]]
