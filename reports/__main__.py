@@ -89,8 +89,19 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     return pd.DataFrame(rows), priced, left_out
 
 
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The plan as it is printed: a column of whole numbers (depth, width, seed, parameters; float only because the
+    n-grams and analyses leave them empty) written as integers, and empty cells blank."""
+    shown = table.astype(object)
+    for name, column in table.items():
+        values = column.dropna()
+        if column.dtype.kind == "f" and len(values) and (values == values.round()).all():
+            shown[name] = column.astype("Int64").astype(object)
+    return shown.where(table.notna(), "")
+
+
 def print_plan(profile: Profile, table: pd.DataFrame, priced: Estimate, left_out: list[Planned]) -> None:
-    shown = table.astype(object).where(table.notna(), "")
+    shown = shown_table(table)
     with pd.option_context("display.max_rows", 1000, "display.width", 250, "display.max_colwidth", 60):
         print(shown.to_string(index=False))
     print(f"\nprofile {profile.name}: {int((table['kind'] != 'analysis').sum())} models; dropout grid "

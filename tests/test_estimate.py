@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from charlm import estimate as est
@@ -222,3 +223,14 @@ def test_leave_one_out_prices_each_shape_from_the_others_and_is_exact_where_the_
     off = {"gru": [(1, 100, 2.0), (2, 100, 2.0), (1, 100, 8.0)]}  # two models of one shape: both left out together
     n, geo, worst = est.leave_one_out(off)["per parameter"]
     assert n == 3 and worst == pytest.approx(4.0)  # the 1 x 100 at 8.0 priced from the 2 x 100 at 2.0
+
+
+def test_the_plan_prints_whole_numbers_as_integers_and_empty_cells_blank():
+    from reports.__main__ import shown_table
+
+    table = pd.DataFrame({"kind": ["neural", "ngram", "analysis"], "layers": [2.0, None, None],
+                          "dropout": [0.25, 0.0, None], "params": [44823.0, 0.0, None]})  # fmt: skip
+    text = shown_table(table).to_string(index=False)
+    rows = [line.split() for line in text.splitlines()[1:]]
+    assert rows[0] == ["neural", "2", "0.25", "44823"]  # not 2.0 and 44823.0
+    assert rows[1] == ["ngram", "0.0", "0"] and rows[2] == ["analysis"]  # a fraction column keeps its decimals
