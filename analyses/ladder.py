@@ -355,7 +355,7 @@ class Ladder(Analysis):
         """One row per corpus and rung: its cross-entropy, what the step to it buys, its vanishing ratio and braces."""
         df = result.table
         return pd.DataFrame({
-            "corpus": df["corpus"], "rung": df["rung"], "from": df["parent"].fillna("—"),
+            "corpus": df["corpus"], "rung": df["rung"], "from": df["parent"].astype(object).fillna("—"),
             "test nats/char": df["ce_nats"].map("{:.3f}".format),
             "gain over parent": df["gain_nats"].map(lambda g: f"{g:+.3f}" if pd.notna(g) else "—"),
             "vanishing ratio": df["vanishing_ratio"].map(lambda r: f"{r:.2g}" if pd.notna(r) else "—"),
