@@ -83,6 +83,14 @@ def machine(threads: int) -> dict:
 
 
 PRIORITY = ("Levy's sets", "the ladder", "Fig 1's dropout grid", "minimal RNNs", "the rest")  # training_order's groups
+GROUP_WORDS = {
+    "levy": "Levy's sets",
+    "ladder": "the ladder",
+    "dropout": "Fig 1's dropout grid",
+    "min-rnns": "minimal RNNs",
+    "rest": "the rest",
+    "nnn": "the n-NNs",
+}  # `train --only`'s names of groups
 
 
 def priority(config, set_members: dict[str, int], dropout_cells: set, model_id: str) -> tuple[int, int]:
@@ -157,12 +165,14 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
 
     profile = load_profile(profile_name)
     planned = queue(profile)
-    if only:  # in the order given: a model id where named, else its architecture's place ("nnn" for the n-NNs)
+    if only:  # in the order given: a model id where named, else its architecture's place, else its group's
         rank = {name: k for k, name in reversed(list(enumerate(only)))}
+        groups = {GROUP_WORDS[name]: k for name, k in rank.items() if name in GROUP_WORDS}
 
         def place(entry) -> int | None:
-            corpus, c, _ = entry
-            return rank.get(c.model_id(corpus.key), rank.get("nnn" if is_nnn(c) else c.arch))
+            corpus, c, group = entry
+            found = rank.get(c.model_id(corpus.key), rank.get(c.arch if not is_nnn(c) else None))
+            return groups.get(group) if found is None else found
 
         planned = sorted((entry for entry in planned if place(entry) is not None), key=place)
     pricer = None if dry_run else Pricer.here(profile.name)
@@ -345,8 +355,10 @@ def main(argv=None) -> int:
     train_p.add_argument("--profile", default="reference", help=f"one of {', '.join(available())}")
     train_p.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s: one core)")
     train_p.add_argument(
-        "--only", nargs="*", default=None, help="only these architectures (nnn: the n-NNs) or model ids, in this order"
-    )
+        "--only", nargs="*", default=None,
+        help="only these model ids, architectures or groups (levy, ladder, dropout, min-rnns, rest, nnn), in this "
+        "order: a model takes the place of its id where named, else of its architecture, else of its group",
+    )  # fmt: skip
     train_p.add_argument(
         "--dry-run", action="store_true", help="list the models in the order they would train, and what each needs"
     )

@@ -667,3 +667,16 @@ def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterr
     settled = json.loads((resumed / "metrics.json").read_text())
     assert all((resumed / s["file"]).is_file() for s in settled["snapshots"])  # as a fresh clone installs it
     assert shipped.installed(resumed) == (arch == "mingru")
+
+
+def test_train_only_takes_ids_then_architectures_then_groups_in_the_order_given(capsys):
+    """`ship train --only minlstm <id> dropout --dry-run`: the minLSTMs, then the named dropout model, then the rest of
+    Fig 1's dropout grid in training order, and nothing else (what a session gives its second worker)."""
+    planned = ship.queue(load_profile("reference"))
+    grid = [(c, cf) for c, cf, group in planned if group == "Fig 1's dropout grid"]
+    first = next(cf.model_id(c.key) for c, cf in grid if c.name == "linux" and cf.dropout > 0)
+    assert ship.main(["train", "--profile", "reference", "--dry-run", "--only", "minlstm", first, "dropout"]) == 0
+    ids = re.findall(r"^\[ship\] \d+/\d+ (\S+) on", capsys.readouterr().out, flags=re.M)
+    minlstms = [cf.model_id(c.key) for c, cf, _ in planned if getattr(cf, "arch", None) == "minlstm"]
+    rest = [cf.model_id(c.key) for c, cf in grid if cf.model_id(c.key) != first]
+    assert ids == minlstms + [first] + rest and len(minlstms) == 6 and first not in minlstms
