@@ -155,7 +155,17 @@ def profile_rows(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[Cost
             name = record.get("profile") or path.name[: -len(RECORD_SUFFIX)]
             where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
             rows.append(cost_row(name, record, f"`{where}` (the profile's record)"))
-    return rows
+    return _one_per_run(rows)
+
+
+def _one_per_run(rows: list[CostRow]) -> list[CostRow]:
+    """The rows of distinct runs: a profile's record is a copy of one build's timings.json (`--record-timings`), and
+    the same run read twice is one row, the record's (it names the run that is kept with the suite)."""
+    def run(r: CostRow) -> tuple:
+        return r.profile, r.date, r.git, r.wall_s, r.estimate_s
+
+    records = {run(r) for r in rows if r.source.endswith("(the profile's record)")}
+    return [r for r in rows if r.source.endswith("(the profile's record)") or run(r) not in records]
 
 
 def profile_table(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[str]:

@@ -163,6 +163,22 @@ def test_the_readmes_table_of_profiles_is_the_records(build, tmp_path):
         docs_cost.update_readme(readme, records)
 
 
+def test_the_profile_table_shows_a_run_once_when_its_record_copies_it(build, tmp_path):
+    """A record written by --record-timings is the build's timings.json again: one row, the record's; a later run in
+    the build folder is a second row."""
+    records = tmp_path / "records"
+    records.mkdir()
+    path = build / "build" / "fake" / "data" / "timings.json"
+    timings = json.loads(path.read_text())
+    (records / f"fake{docs_run.RECORD_SUFFIX}").write_text(json.dumps({"profile": "fake", **timings}))
+    (row,) = docs_cost.profile_rows(build / "build", records)
+    assert row.source.endswith("(the profile's record)") and row.wall_s == 723.0
+    timings["measured"] = {**timings["measured"], "date": "2026-11-21", "phases_s": {"total": 650.0}}
+    path.write_text(json.dumps(timings))
+    rows = docs_cost.profile_rows(build / "build", records)
+    assert [(r.date, r.wall_s) for r in rows] == [("2026-11-21", 650.0), ("2026-11-20", 723.0)]
+
+
 def test_every_model_id_the_readme_and_the_usage_guide_load_ships_with_the_suite():
     """A newcomer copies `api.load("<id>")` from the README: the id must name a model in models/ (one retired when
     its retrained replacement shipped made the README's example fail)."""
