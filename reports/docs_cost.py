@@ -161,6 +161,7 @@ def profile_rows(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[Cost
 def _one_per_run(rows: list[CostRow]) -> list[CostRow]:
     """The rows of distinct runs: a profile's record is a copy of one build's timings.json (`--record-timings`), and
     the same run read twice is one row, the record's (it names the run that is kept with the suite)."""
+
     def run(r: CostRow) -> tuple:
         return r.profile, r.date, r.git, r.wall_s, r.estimate_s
 
