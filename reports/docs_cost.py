@@ -106,24 +106,54 @@ def cost_section(run: Run) -> list[str]:
         lines += ["Wall time by phase:", ""]
         names = {"jobs": "models and analyses (one job graph)", "render": "model index, HTML and PDF"}
         lines += table(["phase", "wall time"], [[names.get(k, k), _duration(v)] for k, v in phases.items()])
-    jobs = run.timings.get("jobs") or {}
-    if jobs:
-        work: dict[str, list] = {}
-        for j in jobs.values():
-            w = work.setdefault(j.get("what", "?"), [0, 0.0, 0])
-            w[0] += 1
-            w[1] += float(j.get("seconds") or 0)
-            w[2] += int(j.get("bytes") or 0)
-        lines += ["Model jobs by work (seconds of one worker each; the workers run them side by side):", ""]
-        rows = [[k, n, _duration(s), f"{b / 1e9:.2f} GB"] for k, (n, s, b) in sorted(work.items())]
-        lines += table(["work", "jobs", "worker time", "their model folders (bytes after the job)"], rows)
-    analyses = run.timings.get("analyses") or {}
-    if analyses:
-        ranked = sorted(analyses.items(), key=lambda kv: -kv[1])
-        lines += ["Analyses, longest first (wall seconds of each, beside the others on the workers):", ""]
-        lines += table(["analysis", "seconds"], [[f"`{k}`", f"{v:,.1f}"] for k, v in ranked])
+    lines += jobs_by_work(run.timings.get("jobs") or {})
+    lines += analyses_by_name(run.timings.get("analyses") or {})
     lines += work_bound(run.timings, run.measured)
     return lines
+
+
+KIND_OF_SHAPE = {"ngram": "KenLM n-grams", "nnn": "n-NNs"}  # a job's shape starts with its kind; the rest: networks
+
+
+def jobs_by_work(jobs: dict) -> list[str]:
+    """The model jobs' worker-seconds by work and kind of model (KenLM builds, the networks' and n-NNs' scoring)."""
+    if not jobs:
+        return []
+    work: dict[tuple[str, str], list] = {}
+    for j in jobs.values():
+        kind = KIND_OF_SHAPE.get(str(j.get("shape", "")).split(" ")[0], "networks")
+        w = work.setdefault((j.get("what", "?"), kind), [0, 0.0, 0.0, 0])
+        w[0] += 1
+        w[1] += float(j.get("seconds") or 0)
+        w[2] = max(w[2], float(j.get("seconds") or 0))
+        w[3] += int(j.get("bytes") or 0)
+    rows = [[what, kind, n, _duration(s), _duration(longest), f"{b / 1e9:.2f} GB"]
+            for (what, kind), (n, s, longest, b) in sorted(work.items(), key=lambda kv: -kv[1][1])]  # fmt: skip
+    header = ["work", "models", "jobs", "worker time", "longest job", "their model folders (bytes after the job)"]
+    return ["Model jobs by work, most first (seconds of one worker each; the workers run them side by side):", ""] + [
+        *table(header, rows)
+    ]
+
+
+def analyses_by_name(analyses: dict) -> list[str]:
+    """Each analysis's worker-seconds, its per-model parts (`name:model`, run as jobs of their own) summed into it."""
+    if not analyses:
+        return []
+    by: dict[str, list] = {}
+    for key, seconds in analyses.items():
+        name, _, part = key.partition(":")
+        a = by.setdefault(name, [0.0, 0, 0.0, 0.0])
+        a[0] += float(seconds)
+        if part:
+            a[1] += 1
+            a[2] += float(seconds)
+            a[3] = max(a[3], float(seconds))
+    rows = [[f"`{name}`", _duration(total), parts or "", _duration(in_parts) if parts else "",
+             _duration(longest) if parts else ""]
+            for name, (total, parts, in_parts, longest) in sorted(by.items(), key=lambda kv: -kv[1][0])]  # fmt: skip
+    header = ["analysis", "worker time", "per-model parts", "of it in those parts", "longest part"]
+    return ["Analyses, most work first (worker-seconds; the per-model parts run as jobs of their own, beside the "
+            "rest):", ""] + [*table(header, rows)]  # fmt: skip
 
 
 def work_bound(timings: dict, measured: dict | None) -> list[str]:

@@ -59,7 +59,7 @@ def build(tmp_path):
     ]  # fmt: skip
     (data / "cross_entropy.findings.json").write_text(json.dumps([asdict(f) for f in findings]))
     timings = {
-        "analyses": {"cross_entropy": 4.5, "cells": 61.25}, "benchmark_s": 0.5, "networks": 3, "render_s": 20.0,
+        "analyses": {"cross_entropy": 4.5, "cells": 61.25, "cells:m1": 10.0, "cells:m2": 14.0}, "benchmark_s": 0.5, "networks": 3, "render_s": 20.0,
         "jobs": {"score:warpeace/lstm": {"seconds": 30.0, "what": "score", "units": 1e6, "shape": "lstm L1 H128",
                                          "params": 122327, "bytes": 1_000_000}},
         "measured": {"date": "2026-11-20", "git": "abc123def456", "workers": 2, "estimate_s": 700.0,
@@ -100,9 +100,11 @@ def test_results_hold_the_runs_numbers_beside_the_papers(build):
         "| 12 min 03 s | 11 min 40 s | 1,500 MB | 2.50 GB | 1 |"
     )
     assert row in text
-    assert "| `cells` | 61.2 |" in text or "| `cells` | 61.3 |" in text
-    # the work's bound: (30 s of jobs + 65.75 s of analyses) / 2 workers + 20 s of rendering = 67.9 s
-    assert "30 s of model jobs and 1 min 06 s of analyses" in text and "no schedule ends before 1 min 08 s" in text
+    assert "| score | networks | 1 | 30 s | 30 s | 0.00 GB |" in text  # model jobs by work and kind of model
+    assert "| `cells` | 1 min 25 s | 2 | 24 s | 14 s |" in text  # its per-model parts summed into it
+    assert "| `cross_entropy` | 4 s |" in text or "| `cross_entropy` | 5 s |" in text
+    # the work's bound: (30 s of jobs + 89.75 s of analyses) / 2 workers + 20 s of rendering = 79.9 s
+    assert "30 s of model jobs and 1 min 30 s of analyses" in text and "no schedule ends before 1 min 20 s" in text
     table = (out / "profile-table.md").read_text()
     assert row in table and "reports.docs" in table
 
