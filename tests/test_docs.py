@@ -59,7 +59,8 @@ def build(tmp_path):
     ]  # fmt: skip
     (data / "cross_entropy.findings.json").write_text(json.dumps([asdict(f) for f in findings]))
     timings = {
-        "analyses": {"cross_entropy": 4.5, "cells": 61.25, "cells:m1": 10.0, "cells:m2": 14.0}, "benchmark_s": 0.5, "networks": 3, "render_s": 20.0,
+        "analyses": {"cross_entropy": 4.5, "cells": 61.25, "cells:m1": 10.0, "cells:m2": 14.0},
+        "benchmark_s": 0.5, "networks": 3, "render_s": 20.0,
         "jobs": {"score:warpeace/lstm": {"seconds": 30.0, "what": "score", "units": 1e6, "shape": "lstm L1 H128",
                                          "params": 122327, "bytes": 1_000_000}},
         "measured": {"date": "2026-11-20", "git": "abc123def456", "workers": 2, "estimate_s": 700.0,
