@@ -262,10 +262,10 @@ CPU_RECORD_S = 30.0  # how often a training session's CPU seconds so far are wri
 
 @contextlib.contextmanager
 def cpu_recorded(record: dict, session: dict, path: Path):
-    """While the block runs, write `session`'s CPU seconds so far into `path` (the whole `record`) every
+    """While the block runs, write `session`'s CPU and wall seconds so far into `path` (the whole `record`) every
     CPU_RECORD_S, so a session killed with its developer session keeps what it used, at most CPU_RECORD_S short.
     Yields a function giving the CPU seconds since the block began (this process, every thread)."""
-    cpu_started = time.process_time()
+    cpu_started, wall_started = time.process_time(), time.perf_counter()
     stop = threading.Event()
 
     def so_far() -> float:
@@ -274,6 +274,7 @@ def cpu_recorded(record: dict, session: dict, path: Path):
     def record_every_while():
         while not stop.wait(CPU_RECORD_S):
             session["cpu_seconds"] = so_far()
+            session["wall_seconds"] = round(time.perf_counter() - wall_started, 3)
             atomic.write_json(path, record)
 
     clock = threading.Thread(target=record_every_while, name="cpu-seconds", daemon=True)

@@ -172,7 +172,10 @@ def _provenance(sessions: list[dict]) -> dict:
         "uncommitted_files": _uncommitted_files(sessions),
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
-        "wall_seconds": round(sum(s.get("wall_seconds") or 0 for s in sessions), 3),  # interrupted ones: unknown
+        # None when a session has no record of it (killed before wall seconds were recorded every CPU_RECORD_S)
+        "wall_seconds": (
+            round(sum(s["wall_seconds"] for s in sessions), 3) if all("wall_seconds" in s for s in sessions) else None
+        ),
         # None when a session predates the record (models trained before CPU seconds were recorded, or killed
         # before they were recorded every CPU_RECORD_S); a killed session counts its last record, at most
         # CPU_RECORD_S short (and the work since its last resume state is done, and counted, again)
