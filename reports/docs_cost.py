@@ -122,10 +122,11 @@ def jobs_by_work(jobs: dict) -> list[str]:
     work: dict[tuple[str, str], list] = {}
     for j in jobs.values():
         kind = KIND_OF_SHAPE.get(str(j.get("shape", "")).split(" ")[0], "networks")
+        seconds = float(j.get("seconds") or 0)
         w = work.setdefault((j.get("what", "?"), kind), [0, 0.0, 0.0, 0])
         w[0] += 1
-        w[1] += float(j.get("seconds") or 0)
-        w[2] = max(w[2], float(j.get("seconds") or 0))
+        w[1] += seconds
+        w[2] = max(w[2], seconds)
         w[3] += int(j.get("bytes") or 0)
     rows = [[what, kind, n, _duration(s), _duration(longest), f"{b / 1e9:.2f} GB"]
             for (what, kind), (n, s, longest, b) in sorted(work.items(), key=lambda kv: -kv[1][1])]  # fmt: skip
@@ -172,31 +173,27 @@ def work_bound(timings: dict, measured: dict | None) -> list[str]:
 
 
 def profile_rows(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[CostRow]:
-    """A row per profile run in build_dir (its data/timings.json), then per profile record kept with the suite."""
-    rows = []
+    """A row per profile run in build_dir (its data/timings.json), then per profile record kept with the suite. A
+    record is a copy of one build's timings.json (`--record-timings`): that run is one row, the record's."""
+    builds, records = [], []
     for path in sorted(Path(build_dir).glob("*/data/timings.json")):
         timings = _read_json(path)
         if isinstance(timings, dict):
             profile = path.parent.parent.name
-            rows.append(cost_row(profile, timings, f"`{path}`", Run(profile, path.parent).date))
+            builds.append(cost_row(profile, timings, f"`{path}`", Run(profile, path.parent).date))
     for path in sorted(Path(records_dir).glob(f"*{RECORD_SUFFIX}")):
         record = _read_json(path)
         if isinstance(record, dict) and record.get("measured"):
             name = record.get("profile") or path.name[: -len(RECORD_SUFFIX)]
             where = path.relative_to(REPO) if path.is_relative_to(REPO) else path
-            rows.append(cost_row(name, record, f"`{where}` (the profile's record)"))
-    return _one_per_run(rows)
+            records.append(cost_row(name, record, f"`{where}` (the profile's record)"))
+    recorded = {_run(r) for r in records}
+    return [r for r in builds if _run(r) not in recorded] + records
 
 
-def _one_per_run(rows: list[CostRow]) -> list[CostRow]:
-    """The rows of distinct runs: a profile's record is a copy of one build's timings.json (`--record-timings`), and
-    the same run read twice is one row, the record's (it names the run that is kept with the suite)."""
-
-    def run(r: CostRow) -> tuple:
-        return r.profile, r.date, r.git, r.wall_s, r.estimate_s
-
-    records = {run(r) for r in rows if r.source.endswith("(the profile's record)")}
-    return [r for r in rows if r.source.endswith("(the profile's record)") or run(r) not in records]
+def _run(row: CostRow) -> tuple:
+    """What tells one run from another."""
+    return row.profile, row.date, row.git, row.wall_s, row.estimate_s
 
 
 def profile_table(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[str]:
