@@ -22,8 +22,12 @@ from corpora.errors import UserError
 
 
 @contextlib.contextmanager
-def executor(scheduler: str | None = None, workers: int | None = None) -> Iterator[Executor]:
-    """A local process pool, or a Dask cluster's executor when `scheduler` (or $DASK_SCHEDULER) is set."""
+def executor(
+    scheduler: str | None = None, workers: int | None = None, connect_timeout: str = "20s",
+) -> Iterator[Executor]:  # fmt: skip
+    """A local process pool, or a Dask cluster's executor when `scheduler` (or $DASK_SCHEDULER) is set.
+
+    `connect_timeout`: how long Dask keeps trying to reach the scheduler before the one clear error."""
     scheduler = scheduler or os.environ.get("DASK_SCHEDULER") or None
     if scheduler:
         try:
@@ -31,7 +35,7 @@ def executor(scheduler: str | None = None, workers: int | None = None) -> Iterat
         except ImportError:  # pragma: no cover - distributed is a dependency
             raise UserError("a Dask scheduler was given but dask.distributed is not installed") from None
         try:
-            client = Client(scheduler, timeout="20s")
+            client = Client(scheduler, timeout=connect_timeout)
         except OSError as err:
             raise UserError(f"cannot reach the Dask scheduler at {scheduler}: {err}") from None
         try:

@@ -82,5 +82,5 @@ def test_unreachable_scheduler_is_one_clear_error():
     from corpora.errors import UserError
 
     with pytest.raises(UserError, match="cannot reach the Dask scheduler"):
-        with executor("tcp://127.0.0.1:9", workers=1):
+        with executor("tcp://127.0.0.1:9", workers=1, connect_timeout="2s"):
             pass
