@@ -112,8 +112,8 @@ kenlm: venv ## KenLM with max order 21: python module + lmplz/build_binary in .v
 
 # ---------------------------------------------------------------- work
 
-test: $(SETUP_STAMP) ## run the test suite: pytest -q -n 2
-	$(PY) -m pytest -q -n 2
+test: $(SETUP_STAMP) ## run the test suite: pytest -q -n 2 (tests marked with one xdist_group share a worker)
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 test-slow: $(SETUP_STAMP) ## the slow tests (every analysis on the shipped War and Peace, about 3 min; CI runs them)
 	CHARLM_SLOW_TESTS=1 $(PY) -m pytest -q -m slow

@@ -63,6 +63,9 @@ def gutenberg_text(n_bytes: int = 12_000) -> bytes:
 
 
 needs_kenlm = pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
+# every test here shares the module's report run (`failing_run`, the longest fixture of the suite): under
+# `make test`'s `--dist loadgroup` they run on one worker, so the run is made once, not once per worker
+pytestmark = pytest.mark.xdist_group("failing_run")
 
 
 def _failing_plot(*args):
