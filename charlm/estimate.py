@@ -330,21 +330,34 @@ def schedule(jobs: list, workers: int) -> float:
 class Countdown:
     """The time left of a running job graph, for the progress line: what is still to run scheduled as `schedule`
     does, with each running job's estimate less the time it has run (at least a tenth of its estimate: a job that
-    runs over still has something left, rather than "0 s left"), all scaled by how the finished jobs went."""
+    runs over still has something left, rather than "0 s left"), all scaled by how fast this machine goes now
+    (`speed`)."""
 
     jobs: list
     workers: int
     started: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
 
-    def speed(self) -> float:
-        spent = sum(self.finished[k] - self.started[k] for k in self.finished)
-        planned = sum(j.seconds for j in self.jobs if j.key in self.finished)
+    CACHED = 0.2  # a job done in under this share of its estimate found its work cached: it says nothing of speed
+
+    def speed(self, now: float | None = None) -> float:
+        """Seconds taken per second estimated, over the finished jobs that did their work and the running jobs
+        already past their estimate (their time so far is a lower bound of what they take): a warm run's cached
+        parts, done at once, would otherwise price the analyses still to run at a quarter of their time, and a
+        loaded machine's long analysis would stay "a few seconds" from its end for minutes."""
+        now = time.perf_counter() if now is None else now
+        spent = planned = 0.0
+        for j in self.jobs:
+            if j.seconds <= 0 or j.key not in self.started:
+                continue
+            took = self.finished.get(j.key, now) - self.started[j.key]
+            if (j.key in self.finished and took >= self.CACHED * j.seconds) or took > j.seconds:
+                spent, planned = spent + took, planned + j.seconds
         return min(4.0, max(0.25, spent / planned)) if planned > 0 and spent > 0 else 1.0
 
     def left(self, now: float | None = None) -> float:
         now = time.perf_counter() if now is None else now
-        f, rest = self.speed(), []
+        f, rest = self.speed(now), []
         for j in self.jobs:
             if j.key in self.finished:
                 continue

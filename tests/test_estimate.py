@@ -111,9 +111,25 @@ def test_the_countdown_never_runs_out_while_a_job_runs():
     clock = est.Countdown([a, b], workers=1)
     clock.started["a"] = 0.0
     assert clock.left(now=40.0) == pytest.approx(60 + 50)
-    assert clock.left(now=500.0) == pytest.approx(10 + 50)  # overran: a tenth of its estimate left, not 0 s
+    # past its estimate: the machine is slower than priced, so the rest is priced at that pace (at most 4x), and the
+    # running job keeps a tenth of its own scaled estimate rather than 0 s
+    assert clock.left(now=150.0) == pytest.approx(15 + 75)
+    assert clock.left(now=500.0) == pytest.approx(40 + 200)
     clock.finished["a"] = 200.0  # it took twice its estimate: what is left is priced twice as long
     assert clock.left(now=200.0) == pytest.approx(100)
+
+
+def test_jobs_that_found_their_work_cached_do_not_shorten_the_rest():
+    """A warm run's cached parts finish at once: the analyses still to run keep their estimates."""
+    parts = [job(f"part:{k}", 10) for k in range(5)]
+    rest = job("analysis:samples", 60, after=[p.key for p in parts])
+    clock = est.Countdown([*parts, rest], workers=1)
+    for p in parts:
+        clock.started[p.key], clock.finished[p.key] = 0.0, 0.5
+    assert clock.speed(now=1.0) == 1.0 and clock.left(now=1.0) == pytest.approx(60)
+    clock.started[rest.key] = 1.0  # it runs 2.5x its estimate: the countdown follows instead of sitting near 0 s
+    assert clock.left(now=151.0) == pytest.approx(0.1 * 150)
+    assert clock.speed(now=151.0) == pytest.approx(2.5)
 
 
 def test_a_record_of_another_format_is_ignored(tmp_path):
