@@ -338,7 +338,8 @@ def _cells(model, windows, features, probes, acts, layer, cell_name, s, base, ba
             for n in states:
                 fill[n][k] = means[n] if how == "mean" else 0.0
     logp, traced = run_ablated(model, np.tile(windows.batch[tw], (len(runs), 1)), layer, held.reshape(-1, H),
-                               {n: v.reshape(-1, H) for n, v in fill.items()}, start=windows.warmup)  # fmt: skip
+                               {n: v.reshape(-1, H) for n, v in fill.items()}, start=windows.warmup,
+                               keep=(cell_name,))  # fmt: skip
     logp = logp.reshape(len(runs), tw.size, L - 1)  # (R, n, L-1): the predictions made inside the windows
     cells = traced[cell_name].reshape(len(runs), tw.size, L, H)  # (R, n, L, H)
     under = _probe_scores(cells, runs, features, probes, best, random_cells, windows.labels, tw, W, L)

@@ -79,6 +79,7 @@ def run_ablated(
     held: np.ndarray,
     fill: dict[str, np.ndarray] | None = None,
     start: int = 0,
+    keep: tuple[str, ...] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Forward with the units `held[b]` of `layer` held fixed in batch row b at every step: at 0 (zeroing), or at
     `fill[name][b]` for each state of the unit (mean-ablation passes each state's mean over clean text).
@@ -86,7 +87,8 @@ def run_ablated(
     batch (B, T) ids; held (B, H) bool (a row of False is the clean run); fill {state name: (B, H)} or None.
     Returns the log-probabilities of each next character from position `start` on, (B, T - 1 - start), and that
     layer's states (`h`, and `c` for the LSTM family) from `start` on, each (B, T - start, H): the whole run is
-    computed (warm-up included), only what is returned is cut.
+    computed (warm-up included), only what is returned is cut. `keep` names the states to return (all by default):
+    each kept state costs B x (T - start) x H floats, the bulk of the memory this takes.
 
     The layers below `layer` see no held unit, so they run once per distinct row of `batch` (the ablations of one
     set of windows repeat its rows), and their outputs are copied to the rows that repeat them.
@@ -100,9 +102,14 @@ def run_ablated(
     names = model.layers[layer].state_names
     fixed = {name: torch.zeros(held.shape, dtype=dtype) if fill is None or name not in fill
              else torch.as_tensor(np.asarray(fill[name]), dtype=dtype) * held for name in names}  # fmt: skip
+    kept = names if keep is None else tuple(keep)
+    if unknown := set(kept) - set(names):
+        raise ValueError(f"layer {layer} has no state {sorted(unknown)}: it has {list(names)}")
     below = _below(model, np.asarray(batch, dtype=np.int64), layer)  # (T, B, H) outputs of layer - 1, or None
     state = model.init_state(B)
-    outputs, states = [], {name: [] for name in names}
+    # written in place step by step (a list of steps stacked at the end would hold every value twice)
+    states = {name: torch.empty(B, T - start, held.shape[1], dtype=dtype) for name in kept}
+    target_logp = torch.empty(B, T - 1 - start, dtype=dtype)
     for t in range(T):
         # (B, 1): the first layer reads ids as a row lookup (charlm.model.project); a later one, the layer below
         inp = ids[:, t : t + 1] if below is None else below[t][:, None]
@@ -113,14 +120,14 @@ def run_ablated(
                 out = s[names.index("h")][:, None]  # the layer's output is its h
                 if t >= start:
                     for name, v in zip(names, s):
-                        states[name].append(v)
+                        if name in states:
+                            states[name][:, t - start] = v
             state[l] = s
             inp = out  # eval mode: dropout is the identity
         if start <= t < T - 1:  # the prediction made at the last position has no next character
-            outputs.append(inp)
-    logp = torch.log_softmax(model.head(torch.cat(outputs, 1)), -1)  # (B, T - 1 - start, V)
-    target_logp = logp.gather(-1, ids[:, start + 1 :, None])[..., 0]
-    return target_logp.numpy(), {name: torch.stack(v, 1).numpy() for name, v in states.items()}
+            logp = torch.log_softmax(model.head(inp[:, 0]), -1)  # (B, V), each step's alone: no (B, T, V) at once
+            target_logp[:, t - start] = logp.gather(-1, ids[:, t + 1, None])[:, 0]
+    return target_logp.numpy(), {name: v.numpy() for name, v in states.items()}
 
 
 def _below(model, batch: np.ndarray, layer: int) -> torch.Tensor | None:

@@ -384,6 +384,23 @@ def test_one_batched_ablation_is_one_pass_per_cell(arch):
                 np.testing.assert_allclose(states[n][3 * k : 3 * k + 3], one[n][:, 10:], rtol=1e-6, atol=1e-6)
 
 
+def test_an_ablated_run_returns_only_the_states_it_is_asked_for():
+    """`keep` drops states from what is returned, not from the run: the kept state and the predictions are those of
+    the run that returns every state; a state the layer lacks is an error that names the layer's states."""
+    model = tiny_model("lstm")
+    ids = np.random.default_rng(5).integers(0, 7, size=(4, 30))
+    held = np.zeros((4, 5), dtype=bool)
+    held[1, 2] = True
+    logp, every = run_ablated(model, ids, 0, held, start=5)
+    kept_logp, kept = run_ablated(model, ids, 0, held, start=5, keep=("c",))
+    assert set(every) == {"h", "c"} and set(kept) == {"c"}
+    np.testing.assert_array_equal(kept_logp, logp)
+    np.testing.assert_array_equal(kept["c"], every["c"])
+    assert (kept["c"][1, :, 2] == 0).all()
+    with pytest.raises(ValueError, match="no state"):
+        run_ablated(model, ids, 0, held, keep=("f",))
+
+
 # ------------------------------------------------------------------------------------------ windows and zeroing
 
 
