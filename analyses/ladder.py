@@ -252,7 +252,11 @@ def step_finding(r: pd.Series) -> Finding:
     if not r["tested"]:
         return Finding("{corpus}: {what} ({rung} over {parent}) untested: {absent} not trained", v, "untested",
                        "ladder-steps", r["corpus"])  # fmt: skip
-    text = "{corpus}: {what} ({rung} over {parent}) gains {gain:+.3f} nats/char"
+    if r["gain"] < 0:  # a step that costs cross-entropy (the prototype's raw state) says so in words, not a sign
+        v["loss"] = -float(r["gain"])
+        text = "{corpus}: {what} ({rung} over {parent}) loses {loss:.3f} nats/char"
+    else:
+        text = "{corpus}: {what} ({rung} over {parent}) gains {gain:.3f} nats/char"
     if pd.notna(r.get("log10_ratio")) and pd.notna(r.get("parent_log10_ratio")):
         text += ", log10 vanishing ratio {parent_log10_ratio:.1f} -> {log10_ratio:.1f}"
     if pd.notna(r.get("brace")) and pd.notna(r.get("parent_brace")):

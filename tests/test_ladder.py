@@ -142,9 +142,25 @@ def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_
     )
     assert first["ladder-gradient", code.name].verdict == "reproduced"
     step = next(sentence(f) for f in result.findings if f.corpus == code.name and "recurrent weights" in sentence(f))
-    assert step == (f"{code.name}: recurrent weights (Elman over CBOW-tanh) gains +0.500 nats/char, log10 vanishing "
+    assert step == (f"{code.name}: recurrent weights (Elman over CBOW-tanh) gains 0.500 nats/char, log10 vanishing "
                     "ratio -3.0 -> -6.0, brace advantage -0.150 -> -0.050")  # fmt: skip
     _numbers_check(result)
+
+
+def test_a_step_that_costs_cross_entropy_says_it_loses():
+    """A step whose rung is worse than its parent (the prototype's raw state, which may never learn) is stated as
+    a loss of the step's magnitude, a number its table holds as a negative gain."""
+    import pandas as pd
+
+    row = pd.Series({"corpus": "prose", "what": "gates", "rung": "proto-LSTM", "parent": "Elman", "gain": -1.794,
+                     "tested": True, "verdict": "not reproduced", "log10_ratio": np.nan,
+                     "parent_log10_ratio": np.nan, "brace": np.nan, "parent_brace": np.nan})  # fmt: skip
+    finding = ladder.step_finding(row)
+    assert sentence(finding) == "prose: gates (proto-LSTM over Elman) loses 1.794 nats/char"
+    assert unsupported_numbers(sentence(finding), [pd.DataFrame([row])]) == []
+    assert sentence(ladder.step_finding(row.copy().replace({-1.794: 0.25}))) == (
+        "prose: gates (proto-LSTM over Elman) gains 0.250 nats/char"
+    )
 
 
 def test_every_measurement_reads_the_ladders_split(tmp_path, artifacts, stand_ins):
