@@ -67,6 +67,7 @@ BPTT = 100  # Karpathy et al.'s unroll: spans beyond it reach past what truncate
 MIN_OCCURRENCES = 5  # characters rarer than this in the excerpt are left out of the frequency correlation
 RARE_P = 0.05  # rarer characters are "remembered longer" when Spearman's rho is negative at this significance
 KEEP_RESOLVED = 1.0 - 2.0**-24  # float32 cannot tell a keep gate above this from 1: spans cap near 1.7e7
+SPAN_CAP = -1.0 / np.log(KEEP_RESOLVED)  # the span of a keep gate of 1 (the proto-LSTM's c = c + ...): "never forgets"
 
 CONTENT_FROM_INPUT = archs.names(content_from_input=True)  # ctilde_j = W_cx x_j: no history (Levy sec 3.1)
 
@@ -400,8 +401,11 @@ def findings(table: pd.DataFrame) -> list[Finding]:
             out.append(Finding("{corpus}: too few characters recur in the excerpt to correlate", v, "untested",
                                "ws-rare", corpus))  # fmt: skip
         archs = sub[sub["arch"] != "all"].set_index("arch")
-        longest = archs["span_median"].idxmax()
-        w = {**v, "longest": archs.loc[longest, "label"], "longest_span": archs.loc[longest, "span_median"]}
+        forever = archs["span_median"] >= SPAN_CAP * (1 - 1e-6)  # a keep gate of 1: no span to give, only "never"
+        finite = archs[~forever] if (~forever).any() else archs
+        longest = finite["span_median"].idxmax()
+        w = {**v, "longest": archs.loc[longest, "label"], "longest_span": archs.loc[longest, "span_median"],
+             "forever": ", ".join(archs.loc[forever & (archs.index != longest), "label"])}  # fmt: skip
         named = {
             "lstm": "lstm",
             "gru": "gru-paper" if "gru-paper" in archs.index else "gru",
@@ -418,7 +422,9 @@ def findings(table: pd.DataFrame) -> list[Finding]:
         )
         out.append(Finding(
             "{corpus}: median memory span per cell " + (said + ", " if said else "") + "longest {longest_span:.2f} "
-            "({longest}); {beyond_bptt:.1%} of cells reach beyond {bptt} characters", w, corpus=corpus))  # fmt: skip
+            "({longest})" + ("; the {forever} never forgets (a keep gate float32 cannot tell from one)"
+                             if w["forever"] else "")
+            + "; {beyond_bptt:.1%} of cells reach beyond {bptt} characters", w, corpus=corpus))  # fmt: skip
     return out
 
 

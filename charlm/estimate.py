@@ -2,8 +2,9 @@
 
 Every report run records what each of its jobs took (reports/build/<profile>/data/timings.json). A profile's
 record, charlm/profiles/<profile>.timings.json, is one such cold run kept with the suite (`make timings` writes it),
-beside the speed of the machine it ran on: the CPU seconds of `benchmark()`, a fixed second of the suite's kinds of
-work (a recurrent forward and backward in torch, a numpy sort, a Python loop). On any machine, a job is priced
+beside the speed of the machine it ran on: the wall seconds of `benchmark(workers)`, a fixed third of a second of the
+suite's kinds of work (a recurrent forward pass in torch, a numpy sort, a Python loop) run at once by as many
+processes as the run has workers. On any machine, a job is priced
 
 1. "recorded": the same job (model or analysis) in the profile's record, x this machine's benchmark / the record's;
 2. "scaled": a recorded job of the same shape (architecture, depth and width; baseline and order) and the same
@@ -34,7 +35,7 @@ from pathlib import Path
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 RECORD_SUFFIX = ".timings.json"
-FORMAT = 2  # bump when what a record holds changes (2: benchmark_s on one torch thread)
+FORMAT = 3  # bump when what a record holds changes (2: benchmark_s on one torch thread; 3: wall, all workers)
 RULES = {"recorded": "recorded", "scaled": "scaled from a recorded shape", "shipped": "from shipped training",
          "by": "by kind of work", "unpriced": "unpriced"}  # fmt: skip
 
@@ -42,16 +43,55 @@ RULES = {"recorded": "recorded", "scaled": "scaled from a recorded shape", "ship
 # ------------------------------------------------------------------------------------------ the machine
 
 
-def benchmark(repeats: int = 4) -> float:
-    """CPU seconds of a fixed workload mixing what a report does (torch, numpy, Python): about a third of a second,
-    the least of `repeats` runs after two to warm up (two seconds in all).
+def benchmark(workers: int = 1, repeats: int = 4) -> float:
+    """Wall seconds of a fixed workload mixing what a report does (torch, numpy, Python), run at once in `workers`
+    processes as the pipeline's workers run it: about a third of a second, the mean over the processes of each
+    run, the least of `repeats` runs after two to warm up.
 
-    On one torch thread, as the pipeline's workers run: with two, a core another process holds makes OpenMP's
-    threads spin-wait, and the CPU seconds counted grew 14-fold (a cold run's estimate said 3 h 27 min). The first
-    run in a fresh process pays torch's one-time setup: measured alone it read 0.40 s where the least of the next
-    runs was 0.29 s, and a cold report's estimate came out 32 % short (2026-11-27)."""
-    _workload(), _workload()
-    return min(_workload() for _ in range(max(1, repeats)))
+    Wall seconds of concurrent runs, not one process's CPU seconds: the records' jobs are wall seconds of workers
+    running side by side, and CPU seconds miss what makes them slow on a shared machine. On 2026-11-28 a fresh
+    2-core machine ran the reference report's cold jobs in half the worker-seconds of the machine that had
+    recorded them (every kind of work 0.32x to 0.66x: KenLM, sklearn, torch alike), while one process's CPU
+    seconds called it 1.21x slower; the estimate said 20 min 22 s for a run of 7 min 58 s. Time taken from a
+    process by the hypervisor, by a sibling hyperthread or by another process (a trainer beside the report)
+    counts in wall seconds of concurrent runs and in the jobs alike. On one torch thread per process: with two, a
+    core another process holds makes OpenMP's threads spin. Each process pays torch's one-time setup in its
+    warm-up runs (measured alone, a first run read 0.40 s where the least of the next was 0.29 s)."""
+    workers = max(1, int(workers))
+    if workers == 1:
+        return min(_timed_runs(None, repeats))
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")  # a forked torch with live threads can hang
+    barrier, results = ctx.Barrier(workers), ctx.Queue()
+    procs = [ctx.Process(target=_benchmark_worker, args=(barrier, results, repeats), daemon=True)
+             for _ in range(workers)]  # fmt: skip
+    for proc in procs:
+        proc.start()
+    try:
+        runs = [results.get(timeout=300) for _ in procs]  # each process's seconds per run, the runs aligned
+    finally:
+        for proc in procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.terminate()
+    return min(statistics.fmean(run) for run in zip(*runs))
+
+
+def _benchmark_worker(barrier, results, repeats: int) -> None:
+    results.put(_timed_runs(barrier, repeats))
+
+
+def _timed_runs(barrier, repeats: int) -> list[float]:
+    """Two warm-up runs, then `repeats` timed ones, each started with the other processes (`barrier`)."""
+    _workload()
+    _workload()
+    runs = []
+    for _ in range(max(1, repeats)):
+        if barrier is not None:
+            barrier.wait(timeout=300)
+        runs.append(_workload())
+    return runs
 
 
 def _workload() -> float:
@@ -61,7 +101,7 @@ def _workload() -> float:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        started = time.process_time()
+        started = time.perf_counter()
         with torch.no_grad():
             torch.manual_seed(0)
             lstm = torch.nn.LSTM(96, 128, batch_first=True)
@@ -74,7 +114,7 @@ def _workload() -> float:
         total = 0
         for i in range(600_000):
             total += i % 7
-        return time.process_time() - started
+        return time.perf_counter() - started
     finally:
         torch.set_num_threads(threads)
 
@@ -97,7 +137,7 @@ class Record:
     """One cold run's measured seconds (a profile's `<profile>.timings.json`)."""
 
     profile: str
-    benchmark_s: float  # CPU seconds of `benchmark()` on the machine that ran it
+    benchmark_s: float  # wall seconds of `benchmark(workers)` on the machine that ran it, with its workers
     jobs: dict[str, dict]  # job key -> {"seconds", "what", "units", "shape", "params", "bytes"}
     analyses: dict[str, float]  # analysis -> seconds
     render_s: float = 0.0

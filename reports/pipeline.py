@@ -242,7 +242,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     analyses = analysis_jobs(profile, models, jobs, data_dir, log_dir, env, threads, commands)
     networks = sum(m.kind.recurrent for m in models)
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
-    bench_s = benchmark()
+    bench_s = benchmark(workers)  # the machine's speed as the workers will find it: all of them at once
     later = later_jobs(left_out, profile.splits, snapshots)
     plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
                              networks_read(models, left_out))  # fmt: skip

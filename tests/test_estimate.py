@@ -139,6 +139,16 @@ def test_a_record_of_another_format_is_ignored(tmp_path):
     assert est.Record.load(path) is None and est.Record.load(tmp_path / "missing.json") is None
 
 
+def test_the_benchmark_times_every_worker_at_once_in_wall_seconds(monkeypatch):
+    """benchmark(2) runs the workload in two processes started together (the spawn path a plan takes with two
+    workers) and reads the mean of their wall seconds per run, the least run; one worker runs in this process."""
+    calls = iter([5.0, 5.0, 0.30, 0.20, 0.25])  # two warm-up runs, then three timed ones
+    monkeypatch.setattr(est, "_workload", lambda: next(calls))
+    assert est.benchmark(1, repeats=3) == pytest.approx(0.20)
+    seconds = est.benchmark(2, repeats=1)  # the real workload, in two spawned processes
+    assert 0.01 < seconds < 60
+
+
 def test_durations_read_as_people_say_them():
     assert [est.duration(s) for s in (0.4, 59, 61, 3599, 3600 * 5 + 60 * 7, 86400 * 3)] == [
         "0 s", "59 s", "1 min 01 s", "59 min 59 s", "5 h 07 min", "3.0 days"]  # fmt: skip
