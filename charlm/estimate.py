@@ -261,9 +261,9 @@ class Pricer:
     training_by_arch: dict[str, list[tuple]] = field(default_factory=dict)  # (layers, params, s/char), by arch
 
     @classmethod
-    def here(cls, profile_name: str, bench_s: float | None = None) -> Pricer:
+    def here(cls, profile_name: str, bench_s: float | None = None, workers: int = 1) -> Pricer:
         recs = records(profile_name)
-        bench = bench_s if bench_s is not None else benchmark()
+        bench = bench_s if bench_s is not None else benchmark(workers)
         ref = statistics.median([r.benchmark_s for r in recs]) if recs else bench
         return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, *shipped_training())
 
@@ -499,7 +499,7 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
     out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
     read now and how many more they will then."""
-    pricer = Pricer.here(profile_name, bench_s)
+    pricer = Pricer.here(profile_name, bench_s, workers)
     disk = 0.0
     for job in jobs:
         job.seconds, bytes_, job.priced_by = pricer.price(job)

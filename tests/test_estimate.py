@@ -147,6 +147,10 @@ def test_the_benchmark_times_every_worker_at_once_in_wall_seconds(monkeypatch):
     assert est.benchmark(1, repeats=3) == pytest.approx(0.20)
     seconds = est.benchmark(2, repeats=1)  # the real workload, in two spawned processes
     assert 0.01 < seconds < 60
+    asked = []  # --plan prices with as many processes at once as the run will have workers
+    monkeypatch.setattr(est, "benchmark", lambda workers=1: asked.append(workers) or 1.0)
+    est.estimate("none", [], [], 0, 3)
+    assert asked == [3]
 
 
 def test_durations_read_as_people_say_them():
