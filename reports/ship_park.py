@@ -69,6 +69,8 @@ def park_one(source: Path, folder: Path, first_snapshot_only: bool = False) -> d
         shutil.copyfile(path, stage / name)
         names.append(name)
     for snap in snapshots:
+        if first_snapshot_only and snap["file"] != first and not (source / snap["file"]).exists():
+            omitted.append(snap["file"])  # left out when it was parked before, and resumed without it
         if snap["file"] in omitted:
             continue
         if not (stage / snap["file"]).is_file() or file_sha256(stage / snap["file"]) != snap["sha256"]:

@@ -662,13 +662,21 @@ def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterr
     where = ship_status.standing("one", entry[0], entry[1], root=tmp_path / "models")
     assert where.state == "parked in models/partial/" and where.epochs == 1
     capsys.readouterr()
-    assert ship.main(["train", "--profile", str(toml), *only]) == 0
+    assert len(metrics["epochs"]) >= 3
+    with monkeypatch.context() as m:  # killed again after its second epoch: parked a second time, from the resumed run
+        m.setattr(charlm.train, "train", functools.partial(charlm.train.train, stop_after_steps=2 * steps_per_epoch + 7))
+        assert ship.main(["train", "--profile", str(toml), *only]) == 0
     assert f"parked at step {steps_per_epoch:,}" in capsys.readouterr().out
+    assert ship_park.park_all(str(toml), root=tmp_path / "models") == 0  # its early snapshots were never restored
+    again = json.loads((parked / "manifest.json").read_text())
+    assert again["step"] == 2 * steps_per_epoch and shipped.damaged_files(parked) is None
+    assert sorted(again["omitted"]) == ([] if arch == "lstm" else early[1:])
+    assert ship.main(["train", "--profile", str(toml), *only]) == 0  # on to the end, here
     (resumed,) = (tmp_path / "fresh").glob(f"*/{arch}-*")
     a, b = (load_payload(d / "checkpoint.pt")["state_dict"] for d in (whole_run, resumed))
     assert all(torch.equal(a[k], b[k]) for k in a)
     record = json.loads((resumed / "provenance.json").read_text())
-    assert len(record["sessions"]) == 2  # both sessions on record
+    assert len(record["sessions"]) == 3  # every session on record
     ship_pack.pack_all(str(toml), root=tmp_path / "models")
     packed = tmp_path / "models" / "one" / parked.parent.name / parked.name
     assert not parked.exists() and shipped.damaged_files(packed) is None
