@@ -664,7 +664,8 @@ def test_a_parked_model_resumes_on_a_fresh_machine_to_the_weights_of_an_uninterr
     capsys.readouterr()
     assert len(metrics["epochs"]) >= 3
     with monkeypatch.context() as m:  # killed again after its second epoch: parked a second time, from the resumed run
-        m.setattr(charlm.train, "train", functools.partial(charlm.train.train, stop_after_steps=2 * steps_per_epoch + 7))
+        second = functools.partial(charlm.train.train, stop_after_steps=2 * steps_per_epoch + 7)
+        m.setattr(charlm.train, "train", second)
         assert ship.main(["train", "--profile", str(toml), *only]) == 0
     assert f"parked at step {steps_per_epoch:,}" in capsys.readouterr().out
     assert ship_park.park_all(str(toml), root=tmp_path / "models") == 0  # its early snapshots were never restored
