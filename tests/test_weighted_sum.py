@@ -303,19 +303,24 @@ def test_the_diagonal_sentence_gives_one_number_when_its_range_rounds_to_one(low
     assert said in sentence(diagonal)
 
 
+def _span_summary(spans: dict[str, float], beyond_bptt: float) -> pd.DataFrame:
+    """A summary table of one corpus whose architectures differ only in their median (and 90th-percentile) span."""
+    return pd.DataFrame([
+        {"corpus": "c", "arch": arch, "label": weighted_sum.LABELS.get(arch, "every model"), "models": 1, "layers": 1,
+         "identity_passed": 1, "identity_max_error": 0.0, "state_max": 1.0, "gru_layers": 0, "sum_passed": 0,
+         "sum_max_error": np.nan, "diagonal_min": 1.0, "diagonal_max": 1.0, "diagonal_always": 1, "rare_of": 0,
+         "rare_found": 0, "rho_min": np.nan, "rho_max": np.nan, "span_median": span, "span_p90": span,
+         "beyond_bptt": beyond_bptt, "tolerance": weighted_sum.TOLERANCE, "always": weighted_sum.DIAGONAL_ALWAYS,
+         "p_max": weighted_sum.RARE_P, "bptt": weighted_sum.BPTT}
+        for arch, span in spans.items()
+    ])  # fmt: skip
+
+
 def test_the_span_finding_sets_the_minimal_rnns_beside_the_lstm_and_the_gru():
     """Issue 39: how far back the minimal RNNs' weighted sums reach, against the LSTM's: their median spans are named
     in the corpus's span sentence, each number one of the summary's."""
-    rows = []
-    for arch, span in (("lstm", 0.53), ("gru-paper", 0.21), ("mingru", 0.37), ("minlstm", 0.61), ("all", 0.4)):
-        rows.append({"corpus": "c", "arch": arch, "label": weighted_sum.LABELS.get(arch, "every model"), "models": 1,
-                     "layers": 1, "identity_passed": 1, "identity_max_error": 0.0, "state_max": 1.0, "gru_layers": 0,
-                     "sum_passed": 0, "sum_max_error": np.nan, "diagonal_min": 1.0, "diagonal_max": 1.0,
-                     "diagonal_always": 1, "rare_of": 0, "rare_found": 0, "rho_min": np.nan, "rho_max": np.nan,
-                     "span_median": span, "span_p90": span, "beyond_bptt": 0.0, "tolerance": weighted_sum.TOLERANCE,
-                     "always": weighted_sum.DIAGONAL_ALWAYS, "p_max": weighted_sum.RARE_P,
-                     "bptt": weighted_sum.BPTT})  # fmt: skip
-    table = pd.DataFrame(rows)
+    spans = {"lstm": 0.53, "gru-paper": 0.21, "mingru": 0.37, "minlstm": 0.61, "all": 0.4}
+    table = _span_summary(spans, beyond_bptt=0.0)
     said = [sentence(f) for f in weighted_sum.findings(table) if "memory span" in sentence(f)]
     assert said == [
         "c: median memory span per cell 0.53 characters (LSTMs), 0.21 (GRUs), 0.37 (minGRUs), 0.61 (minLSTMs), "
@@ -327,16 +332,7 @@ def test_the_span_finding_sets_the_minimal_rnns_beside_the_lstm_and_the_gru():
 def test_a_cell_that_never_forgets_is_said_so_not_given_float32s_cap_as_its_span():
     """The proto-LSTM's c_t = c_(t-1) + ... keeps with a gate of 1: its span is float32's cap (about 1.7e7
     characters), which the sentence must not call the longest span; the longest is among the cells that forget."""
-    rows = []
-    for arch, span in (("lstm", 0.53), ("proto-lstm", weighted_sum.SPAN_CAP), ("all", 0.6)):
-        rows.append({"corpus": "c", "arch": arch, "label": weighted_sum.LABELS.get(arch, "every model"), "models": 1,
-                     "layers": 1, "identity_passed": 1, "identity_max_error": 0.0, "state_max": 1.0, "gru_layers": 0,
-                     "sum_passed": 0, "sum_max_error": np.nan, "diagonal_min": 1.0, "diagonal_max": 1.0,
-                     "diagonal_always": 1, "rare_of": 0, "rare_found": 0, "rho_min": np.nan, "rho_max": np.nan,
-                     "span_median": span, "span_p90": span, "beyond_bptt": 0.5, "tolerance": weighted_sum.TOLERANCE,
-                     "always": weighted_sum.DIAGONAL_ALWAYS, "p_max": weighted_sum.RARE_P,
-                     "bptt": weighted_sum.BPTT})  # fmt: skip
-    table = pd.DataFrame(rows)
+    table = _span_summary({"lstm": 0.53, "proto-lstm": weighted_sum.SPAN_CAP, "all": 0.6}, beyond_bptt=0.5)
     (said,) = [sentence(f) for f in weighted_sum.findings(table) if "memory span" in sentence(f)]
     assert "longest 0.53 (LSTM); the prototype LSTM never forgets" in said and "16777" not in said
     assert unsupported_numbers(said, [table]) == []
