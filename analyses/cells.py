@@ -42,6 +42,7 @@ import pandas as pd
 from charlm.archs import names
 from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
+from probes.probe import LogisticProbe
 from probes.view import viewer_html
 
 from . import cells_plot, cells_probing
@@ -271,6 +272,14 @@ def corpus_table(
                 r.update({f"{name}_informative": int(on.sum()), f"{name}_ceiling": int((~on & high).sum()),
                           f"{name}_floor": int((~on & ~high).sum()),
                           f"{name}_median": float(p.loc[on, column].median()) if on.any() else np.nan})  # fmt: skip
+        logistic = (
+            probe[(probe["corpus"] == corpus) & (probe["feature_kind"] == "binary")].dropna(subset=["unconverged_fits"])
+            if "unconverged_fits" in probe
+            else probe.iloc[0:0]
+        )
+        if len(logistic):
+            r.update(logistic_probes=len(logistic), unconverged_probes=int((logistic["unconverged_fits"] > 0).sum()),
+                     max_iter=LogisticProbe().max_iter)  # fmt: skip
         c = cells[cells["corpus"] == corpus] if len(cells) else cells
         if len(c):
             r.update(cases=len(c), n_random=int(c["n_random"].max()),
@@ -379,6 +388,11 @@ def corpus_findings(c: pd.Series, archs: pd.DataFrame) -> list[Finding]:
         out.append(Finding("{corpus}: Hewitt and Liang's character control is informative for {char_informative} of "
                            "{probes} probes" + char + ", the trigram control for {trigram_informative}" + tri
                            + "; the rest sit at ceiling or floor", v, corpus=c["corpus"]))  # fmt: skip
+    if v.get("unconverged_probes"):
+        out.append(Finding("{corpus}: {unconverged_probes} of {logistic_probes} logistic probes had an lbfgs fit (a "
+                           "fold, a strength, the final fit or a control's) end before converging (at lbfgs's cap of "
+                           "{max_iter} iterations, or a failed line search); their scores are those of the weights "
+                           "where it stopped (column unconverged_fits)", v, corpus=c["corpus"]))  # fmt: skip
     if "cases" in v:
         out.append(Finding("{corpus}: zeroing a best cell raises the loss on its feature's characters beyond all "
                            "{n_random} random cells in {zero_above} of {cases} cases, and lowers it below all in "

@@ -283,7 +283,8 @@ def probe_model(
                     **base, "layer": layer, "internal": internal, "feature": f.name,
                     "feature_kind": f.kind, "metric": METRIC[f.kind], "score": r.score, "baseline": r.baseline,
                     **_against(r, f.kind, baselines, f.name, s), "accuracy": r.accuracy,
-                    "majority": r.majority, "strength": r.strength, "n_train": int((~windows.test).sum()),
+                    "majority": r.majority, "strength": r.strength, "unconverged_fits": r.unconverged,
+                    "n_train": int((~windows.test).sum()),
                     "n_test": int(windows.test.sum()), "train_windows": train, "test_windows": test,
                     "positive_rate": float(y[windows.test].mean()),
                 })  # fmt: skip

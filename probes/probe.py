@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV, Ridge
 from sklearn.model_selection import GroupKFold, KFold, StratifiedGroupKFold
 from sklearn.preprocessing import StandardScaler
@@ -137,7 +138,11 @@ class _RidgeRows:
         Xy = Xc.T @ y.reshape(-1, 1)  # _solve_cholesky
         A = self.gram.copy()
         A.flat[:: d + 1] += np.asarray(alpha, dtype=Xc.dtype).ravel()[0]
-        coef = linalg.solve(A, Xy, assume_a="pos", overwrite_a=True).T.reshape(-1)
+        # An ill-conditioned float32 X^T X (near-constant cells): sklearn's Ridge warns and keeps this same solution;
+        # here it is kept without the warning, which a report would print once per probe.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", linalg.LinAlgWarning)
+            coef = linalg.solve(A, Xy, assume_a="pos", overwrite_a=True).T.reshape(-1)
         coef = np.divide(coef.astype(self.offset.dtype, copy=False), np.ones(d, dtype=Xc.dtype))  # _set_intercept
         return coef, y_offset - self.offset @ coef
 
@@ -221,6 +226,30 @@ class _LinearProbe(BaseEstimator):
         return self.predict_standardised(self.standardise(X))
 
 
+class _counting_unconverged(warnings.catch_warnings):
+    """Within it, the lbfgs fits that end before converging (sklearn's ConvergenceWarning: at the max_iter cap, or
+    a failed line search) are counted on the probe (`unconverged_fits_`), not printed: sklearn warns once per such
+    fit, and a report would print dozens of the same lines. The fits and their numbers are unchanged."""
+
+    def __init__(self, probe):
+        super().__init__(record=True)
+        self.probe = probe
+
+    def __enter__(self):
+        self.caught = super().__enter__()
+        warnings.simplefilter("always", ConvergenceWarning)
+        return self.caught
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        for w in self.caught:
+            if issubclass(w.category, ConvergenceWarning):
+                self.probe.unconverged_fits_ = getattr(self.probe, "unconverged_fits_", 0) + 1
+            else:  # every other warning is the user's to see, as it would have been
+                warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        return out
+
+
 class LogisticProbe(ClassifierMixin, _LinearProbe):
     """L2 logistic regression on standardised activations, classes weighted inversely to their frequency.
 
@@ -240,13 +269,15 @@ class LogisticProbe(ClassifierMixin, _LinearProbe):
         return tuple(self.Cs)
 
     def _search(self, rows, y, folds):
-        model = LogisticRegressionCV(Cs=list(self.Cs), cv=folds, class_weight="balanced",
-                                     scoring=_balanced_accuracy_scorer, max_iter=self.max_iter,
-                                     **_LOGISTIC_CV_OPTIONS).fit(rows.train_rows64, y)  # fmt: skip
+        with _counting_unconverged(self):
+            model = LogisticRegressionCV(Cs=list(self.Cs), cv=folds, class_weight="balanced",
+                                         scoring=_balanced_accuracy_scorer, max_iter=self.max_iter,
+                                         **_LOGISTIC_CV_OPTIONS).fit(rows.train_rows64, y)  # fmt: skip
         return model, float(np.ravel(model.C_)[0])
 
     def _fixed(self, rows, y, C):  # LogisticRegression keeps float32 rows (LogisticRegressionCV converts them)
-        return LogisticRegression(C=C, class_weight="balanced", max_iter=self.max_iter).fit(rows.train_rows, y)
+        with _counting_unconverged(self):
+            return LogisticRegression(C=C, class_weight="balanced", max_iter=self.max_iter).fit(rows.train_rows, y)
 
     def _targets(self, y):
         check_classification_targets(y)
@@ -256,6 +287,7 @@ class LogisticProbe(ClassifierMixin, _LinearProbe):
         return (y,)
 
     def _fit_rows(self, rows, y, groups):
+        self.unconverged_fits_ = 0  # lbfgs fits (folds x strengths, and the final fit) that ended unconverged
         super()._fit_rows(rows, y, groups)
         self.n_iter_ = np.atleast_1d(self.model_.n_iter_)
         return self
@@ -354,8 +386,9 @@ def r2(y_true, y_pred) -> float:
     y_true, y_pred = y_true.astype(dtype).reshape(-1, 1), y_pred.astype(dtype).reshape(-1, 1)
     if y_pred.shape[0] < 2:
         return float("nan")
-    numerator = np.sum((y_true - y_pred) ** 2, axis=0)
-    denominator = np.sum((y_true - np.asarray(np.average(y_true, axis=0))) ** 2, axis=0)
+    with np.errstate(over="ignore"):  # a diverged float32 prediction: the inf r2_score also gives, without its warning
+        numerator = np.sum((y_true - y_pred) ** 2, axis=0)
+        denominator = np.sum((y_true - np.asarray(np.average(y_true, axis=0))) ** 2, axis=0)
     out = np.ones(1, dtype=dtype)
     valid = (denominator != 0) & (numerator != 0)
     out[valid] = 1 - (numerator[valid] / denominator[valid])
@@ -377,6 +410,7 @@ class ProbeResult:
     majority: float  # share of the majority class in the test rows (binary) or NaN
     strength: float  # the chosen C (logistic) or alpha (ridge)
     probe: _LinearProbe  # the fitted task probe (fitted on the training rows only)
+    unconverged: int = 0  # lbfgs fits of the task probe and its controls that ended unconverged (logistic only)
 
     def selectivity(self, control: str) -> float:
         """Hewitt and Liang's selectivity: task score minus that control's score."""
@@ -414,6 +448,7 @@ def fit_probe(
     task_score = score(kind, labels[test], predicted)
 
     controls = {}
+    unconverged = getattr(probe, "unconverged_fits_", 0)
     fixed = {"C" if kind == "binary" else "alpha": strength}
     for name, types in (control_types or {}).items():
         control_labels = control_task(types, labels, kind, test, seed)
@@ -422,6 +457,7 @@ def fit_probe(
             continue
         control_probe = make_probe(kind, **params, **fixed).fit_rows(rows, control_labels[train])
         controls[name] = score(kind, control_labels[test], control_probe.predict_standardised(rows.test_rows))
+        unconverged += getattr(control_probe, "unconverged_fits_", 0)
 
     if kind == "binary":
         majority_class = np.bincount(labels[train]).argmax()
@@ -431,7 +467,7 @@ def fit_probe(
     else:
         baseline = score(kind, labels[test], np.full(int(test.sum()), labels[train].mean()))
         accuracy = majority = float("nan")
-    return ProbeResult(task_score, baseline, controls, accuracy, majority, float(strength), probe)
+    return ProbeResult(task_score, baseline, controls, accuracy, majority, float(strength), probe, unconverged)
 
 
 # ------------------------------------------------------------------------------------------ single cells

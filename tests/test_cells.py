@@ -271,6 +271,26 @@ def test_levys_ablations_are_pooled_and_every_other_architecture_is_counted_as_i
     assert cells_plot._family("minlstm") == "others" and cells_plot._family("lstm-srnn-hidden") == "Levy's ablations"
 
 
+def test_logistic_probes_that_ended_unconverged_are_counted_per_corpus_and_said_only_when_there_are_some():
+    def unconverged(counts):
+        frames = fake_frames(archs=("lstm", "gru"), cells_alone=(0.8, 0.6))
+        frames["probe"]["unconverged_fits"] = counts
+        models = frames.pop("models")
+        features = cells.feature_table(frames, models, cells.SETTINGS)
+        corpora_ = cells.corpus_table(frames, models, features, cells.SETTINGS)
+        said = [sentence(f) for f in cells.findings(features, corpora_, cells.architecture_table(frames))]
+        return corpora_.iloc[0], [line for line in said if "unconverged" in line]
+
+    row, lines = unconverged([3, 0])
+    assert (row["logistic_probes"], row["unconverged_probes"]) == (2, 1)
+    assert lines == [
+        "fake: 1 of 2 logistic probes had an lbfgs fit (a fold, a strength, the final fit or a control's) end before "
+        "converging (at lbfgs's cap of 300 iterations, or a failed line search); their scores are those of the "
+        "weights where it stopped (column unconverged_fits)"
+    ]
+    assert unconverged([0, 0])[1] == []
+
+
 @pytest.mark.parametrize(
     "archs, alone, headline, verdict",
     [

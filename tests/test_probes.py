@@ -237,6 +237,38 @@ def test_selectivity_tells_a_tracked_state_from_the_character_just_read():
     assert by_state.selectivity("character") > 0.3 > -0.3 > by_char.selectivity("character")
 
 
+def test_logistic_fits_that_stop_at_the_iteration_cap_are_counted_not_printed():
+    """sklearn warns once per lbfgs fit that ends unconverged; a report would print dozens of those blocks. The probe
+    counts them instead (as many as sklearn's own search warns), the result carries them with the controls', and its
+    numbers are those of the same fit with the warnings left on."""
+    rng = np.random.default_rng(0)
+    n, d = 1200, 40
+    X = rng.normal(size=(n, d))
+    y = (X[:, :5].sum(1) + rng.normal(scale=0.5, size=n) > 0).astype(int)
+    groups = np.arange(n) // 100
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning that escapes fails the test
+        capped = LogisticProbe(max_iter=2).fit(X, y, groups)
+        converged = LogisticProbe(max_iter=1000).fit(X, y, groups)
+        fixed = LogisticProbe(C=1.0, max_iter=2).fit(X, y)
+    with warnings.catch_warnings(record=True) as caught:  # sklearn's own search on the same rows and folds
+        warnings.simplefilter("always")
+        folds = contiguous_folds(n, groups, 3, y)
+        Xs = StandardScaler().fit_transform(X)
+        reference = LogisticRegressionCV(Cs=list(capped.Cs), cv=folds, class_weight="balanced", max_iter=2,
+                                         scoring="balanced_accuracy", **_LOGISTIC_CV_OPTIONS).fit(Xs, y)  # fmt: skip
+    assert capped.unconverged_fits_ == sum(w.category.__name__ == "ConvergenceWarning" for w in caught) > 3
+    assert np.allclose(capped.model_.coef_, reference.coef_)
+    assert converged.unconverged_fits_ == 0 and fixed.unconverged_fits_ == 1
+    test = block_split(groups, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = fit_probe(X, y, test, groups, "binary", {"character": rng.integers(0, 5, size=n)}, cv=2)
+    probe_only = fit_probe(X, y, test, groups, "binary", None, cv=2)
+    assert result.unconverged == probe_only.unconverged == 0  # lbfgs's default cap of 300 is enough here
+    assert fit_probe(X, y.astype(float), test, groups, "count").unconverged == 0  # ridge has no iterations
+
+
 def test_last_chars_codes_the_bytes_just_read_and_its_baseline_sees_no_further():
     rng = np.random.default_rng(0)
     text = rng.choice(np.frombuffer(b"abcde", dtype=np.uint8), size=4000)
