@@ -282,6 +282,63 @@ def input_only_findings(df: pd.DataFrame) -> list[Finding]:
     return out
 
 
+HIDDEN_DEPTH_COLUMNS = ["corpus", "layers", "size", "hidden_ce", "gap_nats", "gap_in_lstm_std", "gap_taken_off",
+                        "gates_ce", "minus_gates_nats"]  # fmt: skip
+
+
+def hidden_depth(df: pd.DataFrame) -> pd.DataFrame:
+    """Per corpus and depth, - S-RNN - HIDDEN (every gate and the content read the current input alone) against the
+    LSTM and - GATES of its depth and width: its gap to the LSTM, the share of its shallowest depth's gap that the
+    deeper one takes off, and its distance to - GATES. Issue 38's question: at one layer its gates see only the
+    character just read; at two, the second layer's gates read the first layer's summary of the context (new)."""
+    rows = []
+    for corpus, sub in df.groupby("corpus", sort=True):
+        gates = sub[sub["arch"] == "lstm-gates"].set_index(["layers", "size"])["ce_nats"]
+        first = None
+        for _, h in sub[sub["arch"] == "lstm-srnn-hidden"].sort_values("layers").iterrows():
+            row = {"corpus": corpus, "layers": int(h["layers"]), "size": int(h["size"]), "hidden_ce": h["ce_nats"],
+                   "gap_nats": h["gap_nats"], "gap_in_lstm_std": h["gap_in_lstm_std"]}  # fmt: skip
+            if (h["layers"], h["size"]) in gates.index:
+                row["gates_ce"] = float(gates[(h["layers"], h["size"])])
+                row["minus_gates_nats"] = h["ce_nats"] - row["gates_ce"]
+            if first is None:
+                first = h["gap_nats"]
+            elif pd.notna(first) and first > 0 and pd.notna(h["gap_nats"]):
+                row["gap_taken_off"] = 1.0 - h["gap_nats"] / first
+            rows.append(row)
+    return pd.DataFrame(rows, columns=HIDDEN_DEPTH_COLUMNS)
+
+
+def hidden_depth_findings(table: pd.DataFrame) -> list[Finding]:
+    """Per corpus with - S-RNN - HIDDEN at two depths or more: its gap to the LSTM at each, what depth takes off it,
+    and its distance to - GATES (new)."""
+    out = []
+    for corpus, sub in table.groupby("corpus", sort=True):
+        if len(sub) < 2:
+            continue
+        values, gaps, gates = {"corpus": corpus}, [], []
+        for k, (_, r) in enumerate(sub.iterrows()):
+            values.update({f"l{k}": int(r["layers"]), f"g{k}": r["gap_nats"]})
+            where = f"at {{l{k}}} layer" + ("s" if int(r["layers"]) > 1 else "")
+            stds = ""
+            if pd.notna(r["gap_in_lstm_std"]):
+                values[f"d{k}"] = r["gap_in_lstm_std"]
+                stds = f" ({{d{k}:+.1f}} stds)"
+            gaps.append(f"{{g{k}:+.3f}} nats {where}{stds}")
+            if pd.notna(r["minus_gates_nats"]):
+                values[f"x{k}"] = r["minus_gates_nats"]
+                gates.append(f"{{x{k}:+.3f}}")
+        last = sub.iloc[-1]
+        text = "{corpus}: - S-RNN - HIDDEN (input-only gates) minus the LSTM: " + ", ".join(gaps)
+        if pd.notna(last["gap_taken_off"]):
+            values["taken"] = last["gap_taken_off"]
+            text += "; depth takes {taken:.0%} off" if last["gap_taken_off"] >= 0 else "; depth does not narrow it"
+        if len(gates) == len(sub):  # - GATES at every depth: its distance at each, in the same order
+            text += "; minus - GATES: " + ", ".join(gates)
+        out.append(Finding(text, values, corpus=corpus))
+    return out
+
+
 # ------------------------------------------------------------------------------------------ findings
 
 
@@ -426,8 +483,9 @@ class Ablations(Analysis):
         asked = list(ctx.settings.get("depths") or [])
         depths = depth_summary(df, asked)
         minimal = input_only(ctx, scores)
-        return Result(df, findings(df, depths) + input_only_findings(minimal),
-                      tables={"depths": depths, "input_only": minimal})  # fmt: skip
+        hidden = hidden_depth(df)
+        return Result(df, findings(df, depths) + hidden_depth_findings(hidden) + input_only_findings(minimal),
+                      tables={"depths": depths, "input_only": minimal, "hidden_depth": hidden})  # fmt: skip
 
     def plot(self, result: Result):
         from .ablations_plot import plot

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import fake_corpus_file, fake_neural_model
 
@@ -72,6 +73,34 @@ def test_two_depths_side_by_side_with_verdicts_per_depth(tmp_path, artifacts):
     assert ordering[1].startswith("fake, 2 x 5: - S-RNN 1.700 < - S-RNN - OUT 1.750 < LSTM 1.800")
     summary = ablations.ANALYSIS.summary_table(result)
     assert list(summary["layers"]) == [1, 2] and list(summary["gated sum within 3 stds"]) == ["2 of 3", "3 of 3"]
+
+
+@pytest.mark.parametrize("hidden_at_2, said", [
+    (2.0, "+0.900 nats at 1 layer (+9.0 stds), +0.200 nats at 2 layers (+2.0 stds); depth takes 78% off; "
+          "minus - GATES: +0.300, +0.100"),  # 1 - 0.2 / 0.9 of the 1-layer gap taken off by the second layer
+    (2.8, "+0.900 nats at 1 layer (+9.0 stds), +1.000 nats at 2 layers (+10.0 stds); depth does not narrow it; "
+          "minus - GATES: +0.300, +0.900"),
+])  # fmt: skip
+def test_what_depth_does_to_the_input_only_gates_of_s_rnn_hidden(tmp_path, artifacts, hidden_at_2, said):
+    """Issue 38: at one layer - S-RNN - HIDDEN's gates see only the character just read, at two the second layer's
+    read the first's summary. LSTMs 2.0 and 1.8 (+- 0.1 each), - GATES 2.6 and 1.9."""
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [1.9, 2.0, 2.1], {"lstm-srnn-hidden": 2.9, "lstm-gates": 2.6})
+    _train(corpus, 2, 5, [1.7, 1.8, 1.9], {"lstm-srnn-hidden": hidden_at_2, "lstm-gates": 1.9})
+    result = ablations.ANALYSIS.compute(_ctx())
+    table = result.tables["hidden_depth"].set_index("layers")
+    assert table.loc[1, "gap_nats"] == pytest.approx(0.9, abs=1e-6) and pd.isna(table.loc[1, "gap_taken_off"])
+    assert table.loc[2, "gap_taken_off"] == pytest.approx(1 - (hidden_at_2 - 1.8) / 0.9, abs=1e-6)
+    (line,) = [sentence(f) for f in result.findings if "input-only gates" in f.template]
+    assert line == "fake: - S-RNN - HIDDEN (input-only gates) minus the LSTM: " + said
+    assert unsupported_numbers(line, [result.table, *result.tables.values()]) == [] and len(line.split()) <= 36
+
+
+def test_s_rnn_hidden_at_one_depth_says_nothing_of_depth(tmp_path, artifacts):
+    corpus = fake_corpus_file(tmp_path)
+    _train(corpus, 1, 8, [1.9, 2.0, 2.1], {"lstm-srnn-hidden": 2.9})
+    result = ablations.ANALYSIS.compute(_ctx())
+    assert len(result.tables["hidden_depth"]) == 1 and not [f for f in result.findings if "input-only" in f.template]
 
 
 def test_levys_ordering_reproduced_and_a_missing_depth_untested(tmp_path, artifacts):
