@@ -521,6 +521,11 @@ class Ablations(Analysis):
         minimal = result.tables.get("input_only")
         if minimal is not None and len(minimal):
             out["minGRU and minLSTM beside the LSTM of their depth and budget row"] = minimal
+        hidden = result.tables.get("hidden_depth")
+        if hidden is not None and hidden["layers"].nunique() > 1:
+            out[
+                "- S-RNN - HIDDEN at each depth: its gap to the LSTM, what depth takes off it, its distance to - GATES"
+            ] = hidden
         return out
 
     def paper_table(self) -> pd.DataFrame:

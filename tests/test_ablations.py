@@ -94,6 +94,7 @@ def test_what_depth_does_to_the_input_only_gates_of_s_rnn_hidden(tmp_path, artif
     (line,) = [sentence(f) for f in result.findings if "input-only gates" in f.template]
     assert line == "fake: - S-RNN - HIDDEN (input-only gates) minus the LSTM: " + said
     assert unsupported_numbers(line, [result.table, *result.tables.values()]) == [] and len(line.split()) <= 36
+    assert any(title.startswith("- S-RNN - HIDDEN at each depth") for title in ablations.ANALYSIS.appendix(result))
 
 
 def test_s_rnn_hidden_at_one_depth_says_nothing_of_depth(tmp_path, artifacts):
