@@ -247,6 +247,23 @@ def test_training_follows_the_issues_order_levys_sets_whole_then_the_ladder_drop
     assert groups[gru_d0[1].model_id("k")] == "Fig 1's dropout grid" and groups[rest[1].model_id("k")] == "the rest"
 
 
+def test_the_dropout_grid_trains_cell_by_cell_so_each_cell_is_chosen_as_soon_as_its_models_are_done():
+    class Key:
+        def __init__(self, key):
+            self.key = key
+
+    a, b = Key("a"), Key("b")
+
+    def cfg(corpus, arch, layers, dropout):
+        return (corpus, TrainConfig(corpus.key, arch, layers, 8 + layers, dropout, 0))
+
+    planned = [cfg(corpus, arch, layers, d) for corpus in (a, b) for arch in ("lstm", "gru-paper")
+               for d in (0.0, 0.1) for layers in (1, 2)]  # fmt: skip  # corpus, architecture, dropout, depth
+    order = [(corpus.key, c.arch, c.layers, c.dropout) for corpus, c in ship.training_order(planned, [])]
+    assert order == [(k, arch, layers, d) for arch in ("lstm", "gru-paper") for layers in (1, 2) for k in ("a", "b")
+                     for d in (0.0, 0.1)]  # fmt: skip  # the fused LSTM first, each cell's dropouts together
+
+
 def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
     snaps = [{"step": s} for s in (1, 2, 5, 10, 22, 47)]
     config = TrainConfig("c", "lstm", 1, 8, seed=0)
