@@ -36,6 +36,7 @@ from pathlib import Path
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 RECORD_SUFFIX = ".timings.json"
 FORMAT = 3  # bump when what a record holds changes (2: benchmark_s on one torch thread; 3: wall, all workers)
+CLOCKS = ("wall", "cpu")  # benchmark's clocks: the pipeline's jobs are wall seconds, a training's CPU seconds
 RULES = {"recorded": "recorded", "scaled": "scaled from a recorded shape", "shipped": "from shipped training",
          "by": "by kind of work", "unpriced": "unpriced"}  # fmt: skip
 
@@ -43,7 +44,7 @@ RULES = {"recorded": "recorded", "scaled": "scaled from a recorded shape", "ship
 # ------------------------------------------------------------------------------------------ the machine
 
 
-def benchmark(workers: int = 1, repeats: int = 4) -> float:
+def benchmark(workers: int = 1, repeats: int = 4, clock: str = "wall") -> float:
     """Wall seconds of a fixed workload mixing what a report does (torch, numpy, Python), run at once in `workers`
     processes as the pipeline's workers run it: about a third of a second, the mean over the processes of each
     run, the least of `repeats` runs after two to warm up.
@@ -56,10 +57,17 @@ def benchmark(workers: int = 1, repeats: int = 4) -> float:
     process by the hypervisor, by a sibling hyperthread or by another process (a trainer beside the report)
     counts in wall seconds of concurrent runs and in the jobs alike. On one torch thread per process: with two, a
     core another process holds makes OpenMP's threads spin. Each process pays torch's one-time setup in its
-    warm-up runs (measured alone, a first run read 0.40 s where the least of the next was 0.29 s)."""
-    workers = max(1, int(workers))
+    warm-up runs (measured alone, a first run read 0.40 s where the least of the next was 0.29 s).
+
+    `clock="cpu"`: the same runs' CPU seconds instead, for pricing what is counted in CPU seconds (a training's, as
+    the manifests record it: `ship train` and `ship status`, run beside trainers). On an idle core the two clocks
+    agree; beside busy ones the wall clock counts the waits, which a training's CPU seconds do not (`ship status`
+    beside two trainers read 5.12x the record's wall seconds, and priced the training left at five times its CPU)."""
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+    workers, which = max(1, int(workers)), CLOCKS.index(clock)
     if workers == 1:
-        return min(_timed_runs(None, repeats))
+        return min(run[which] for run in _timed_runs(None, repeats))
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")  # a forked torch with live threads can hang
@@ -75,15 +83,16 @@ def benchmark(workers: int = 1, repeats: int = 4) -> float:
             proc.join(timeout=10)
             if proc.is_alive():
                 proc.terminate()
-    return min(statistics.fmean(run) for run in zip(*runs))
+    return min(statistics.fmean(run[which] for run in together) for together in zip(*runs))
 
 
 def _benchmark_worker(barrier, results, repeats: int) -> None:
     results.put(_timed_runs(barrier, repeats))
 
 
-def _timed_runs(barrier, repeats: int) -> list[float]:
-    """Two warm-up runs, then `repeats` timed ones, each started with the other processes (`barrier`)."""
+def _timed_runs(barrier, repeats: int) -> list[tuple[float, float]]:
+    """Two warm-up runs, then `repeats` timed ones, each started with the other processes (`barrier`): (wall, CPU)
+    seconds of each."""
     _workload()
     _workload()
     runs = []
@@ -94,14 +103,15 @@ def _timed_runs(barrier, repeats: int) -> list[float]:
     return runs
 
 
-def _workload() -> float:
+def _workload() -> tuple[float, float]:
+    """(wall, CPU) seconds of the fixed workload, on one torch thread."""
     import numpy as np
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         with torch.no_grad():
             torch.manual_seed(0)
             lstm = torch.nn.LSTM(96, 128, batch_first=True)
@@ -114,7 +124,7 @@ def _workload() -> float:
         total = 0
         for i in range(600_000):
             total += i % 7
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
     finally:
         torch.set_num_threads(threads)
 
@@ -261,9 +271,10 @@ class Pricer:
     training_by_arch: dict[str, list[tuple]] = field(default_factory=dict)  # (layers, params, s/char), by arch
 
     @classmethod
-    def here(cls, profile_name: str, bench_s: float | None = None, workers: int = 1) -> Pricer:
+    def here(cls, profile_name: str, bench_s: float | None = None, workers: int = 1, clock: str = "wall") -> Pricer:
+        """This machine's pricer: `clock="cpu"` where what is priced is CPU seconds (training, `benchmark`)."""
         recs = records(profile_name)
-        bench = bench_s if bench_s is not None else benchmark(workers)
+        bench = bench_s if bench_s is not None else benchmark(workers, clock=clock)
         ref = statistics.median([r.benchmark_s for r in recs]) if recs else bench
         return cls(profile_name, recs, bench / ref if ref > 0 else 1.0, *shipped_training())
 

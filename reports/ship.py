@@ -190,7 +190,7 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
             return groups.get(group) if found is None else found
 
         planned = sorted((entry for entry in planned if place(entry) is not None), key=place)
-    pricer = None if dry_run else Pricer.here(profile.name)
+    pricer = None if dry_run else Pricer.here(profile.name, clock="cpu")  # CPU seconds, beside the other trainer
     revision = None if dry_run else git_revision(Path(__file__).resolve().parent)
     for k, (corpus, config, group) in enumerate(planned, 1):
         from charlm.paths import complete_metrics, model_dir

@@ -137,7 +137,7 @@ def status(profile_name: str, root: Path | None = None) -> int:
     from charlm.estimate import Pricer, leave_one_out
 
     profile = load_profile(profile_name)
-    pricer = Pricer.here(profile.name)
+    pricer = Pricer.here(profile.name, clock="cpu")  # training is priced in CPU seconds, beside busy trainers
     planned = queue(profile)
     headline = headlines(planned)
     print("| corpus | model | group | state | epochs | best val | CPU | estimate CPU | shipped MB |")
@@ -178,8 +178,9 @@ def status(profile_name: str, root: Path | None = None) -> int:
         f"{count('waits for set')} waiting for their set, {count('to pack')} to pack, "
         f"{count('training', 'partly trained')} training or partly trained here, {count('to train')} to train; "
         f"by the estimate {left / 3600:.1f} CPU-hours of training left: about {left / 3600 / cores:.1f} h on "
-        f"{cores} one-thread workers, one per core (this machine runs the estimate's benchmark at "
-        f"{pricer.speed:.2f}x the records' time); shipped once all {len(rows)} ship, by the snapshot rule: about "
+        f"{cores} one-thread workers, one per core (this machine runs the estimate's benchmark in "
+        f"{pricer.speed:.2f}x the records' time, in CPU seconds, whatever else it runs); shipped once all "
+        f"{len(rows)} ship, by the snapshot rule: about "
         f"{projected / 1e6:.0f} MB (budget {SHIPPED_BUDGET_MB} MB)"
     )
     if measured:

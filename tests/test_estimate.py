@@ -142,13 +142,19 @@ def test_a_record_of_another_format_is_ignored(tmp_path):
 def test_the_benchmark_times_every_worker_at_once_in_wall_seconds(monkeypatch):
     """benchmark(2) runs the workload in two processes started together (the spawn path a plan takes with two
     workers) and reads the mean of their wall seconds per run, the least run; one worker runs in this process."""
-    calls = iter([5.0, 5.0, 0.30, 0.20, 0.25])  # two warm-up runs, then three timed ones
+    runs = [(5.0, 5.0), (5.0, 5.0), (0.30, 0.10), (0.20, 0.19), (0.25, 0.12)]  # (wall, CPU): 2 warm-ups, 3 timed
+    calls = iter(runs)
     monkeypatch.setattr(est, "_workload", lambda: next(calls))
     assert est.benchmark(1, repeats=3) == pytest.approx(0.20)
+    calls = iter(runs)  # the CPU clock, for what is priced in CPU seconds: the least CPU run, whatever its wall time
+    assert est.benchmark(1, repeats=3, clock="cpu") == pytest.approx(0.10)
+    with pytest.raises(ValueError, match="clock"):
+        est.benchmark(1, clock="gpu")
     seconds = est.benchmark(2, repeats=1)  # the real workload, in two spawned processes
     assert 0.01 < seconds < 60
+    assert 0.0 < est.benchmark(2, repeats=1, clock="cpu") < 60
     asked = []  # --plan prices with as many processes at once as the run will have workers
-    monkeypatch.setattr(est, "benchmark", lambda workers=1: asked.append(workers) or 1.0)
+    monkeypatch.setattr(est, "benchmark", lambda workers=1, **_: asked.append(workers) or 1.0)
     est.estimate("none", [], [], 0, 3)
     assert asked == [3]
 
