@@ -295,7 +295,8 @@ def hidden_depth(df: pd.DataFrame) -> pd.DataFrame:
     for corpus, sub in df.groupby("corpus", sort=True):
         gates = sub[sub["arch"] == "lstm-gates"].set_index(["layers", "size"])["ce_nats"]
         first = None
-        for _, h in sub[sub["arch"] == "lstm-srnn-hidden"].sort_values("layers").iterrows():
+        hidden = sub[sub["arch"] == "lstm-srnn-hidden"].sort_values(["layers", "size"])
+        for _, h in hidden.drop_duplicates("layers", keep="last").iterrows():  # a depth's widest, if several
             row = {"corpus": corpus, "layers": int(h["layers"]), "size": int(h["size"]), "hidden_ce": h["ce_nats"],
                    "gap_nats": h["gap_nats"], "gap_in_lstm_std": h["gap_in_lstm_std"]}  # fmt: skip
             if (h["layers"], h["size"]) in gates.index:
