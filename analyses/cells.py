@@ -389,10 +389,10 @@ def corpus_findings(c: pd.Series, archs: pd.DataFrame) -> list[Finding]:
                            "{probes} probes" + char + ", the trigram control for {trigram_informative}" + tri
                            + "; the rest sit at ceiling or floor", v, corpus=c["corpus"]))  # fmt: skip
     if v.get("unconverged_probes"):
-        out.append(Finding("{corpus}: {unconverged_probes} of {logistic_probes} logistic probes had an lbfgs fit (a "
-                           "fold, a strength, the final fit or a control's) end before converging (at lbfgs's cap of "
-                           "{max_iter} iterations, or a failed line search); their scores are those of the weights "
-                           "where it stopped (column unconverged_fits)", v, corpus=c["corpus"]))  # fmt: skip
+        out.append(Finding("{corpus}: {unconverged_probes} of {logistic_probes} logistic probes had an lbfgs fit (of a "
+                           "fold, a strength or a control) stop unconverged, at its {max_iter}-iteration cap or a "
+                           "failed line search; their scores stand as fitted (column unconverged_fits)", v,
+                           corpus=c["corpus"]))  # fmt: skip
     if "cases" in v:
         out.append(Finding("{corpus}: zeroing a best cell raises the loss on its feature's characters beyond all "
                            "{n_random} random cells in {zero_above} of {cases} cases, and lowers it below all in "

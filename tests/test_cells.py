@@ -284,9 +284,8 @@ def test_logistic_probes_that_ended_unconverged_are_counted_per_corpus_and_said_
     row, lines = unconverged([3, 0])
     assert (row["logistic_probes"], row["unconverged_probes"]) == (2, 1)
     assert lines == [
-        "fake: 1 of 2 logistic probes had an lbfgs fit (a fold, a strength, the final fit or a control's) end before "
-        "converging (at lbfgs's cap of 300 iterations, or a failed line search); their scores are those of the "
-        "weights where it stopped (column unconverged_fits)"
+        "fake: 1 of 2 logistic probes had an lbfgs fit (of a fold, a strength or a control) stop unconverged, at its "
+        "300-iteration cap or a failed line search; their scores stand as fitted (column unconverged_fits)"
     ]
     assert unconverged([0, 0])[1] == []
 
