@@ -112,23 +112,21 @@ def training_order(pairs: list, sets: list[list] | None = None) -> list:
     other rows); within a group, fused architectures first (they train fastest), then the profile's order.
     `pairs` are (corpus, config); `sets` the (corpus, config) lists of Levy's sets in the order they should finish."""
     ranks = priorities(pairs, sets)
-    keyed = [(ranks[c.model_id(corpus.key)], c.arch not in FUSED, _within(ranks, pairs, k), k)
-             for k, (corpus, c) in enumerate(pairs)]  # fmt: skip
-    return [pairs[k] for *_, k in sorted(keyed)]
+    arch_at, corpus_at = {}, {}  # each architecture's and corpus's first place in the profile's order
+    for k, (corpus, c) in enumerate(pairs):
+        arch_at.setdefault(c.arch, k)
+        corpus_at.setdefault(corpus.key, k)
 
+    def within(k: int) -> tuple:
+        """The profile's order, but in Fig 1's dropout grid cell by cell (architecture, depth, corpus, then each
+        dropout of the cell), so each cell is chosen on validation as soon as its few models are done."""
+        corpus, c = pairs[k]
+        if PRIORITY[ranks[c.model_id(corpus.key)][0]] != "Fig 1's dropout grid":
+            return (k,)
+        return arch_at[c.arch], c.layers, c.size, corpus_at[corpus.key], c.dropout, k
 
-def _within(ranks: dict, pairs: list, k: int) -> tuple:
-    """A model's place within its group: the profile's order, except in Fig 1's dropout grid, which trains cell by
-    cell (architecture, depth, corpus, then each dropout of the cell), so that each cell can be chosen on validation
-    as soon as its few models are done, not after every cell's first dropout (docs/shipped-models.md)."""
-    corpus, c = pairs[k]
-    if PRIORITY[ranks[c.model_id(corpus.key)][0]] != "Fig 1's dropout grid":
-        return (k,)
-    first = {}  # each architecture's and corpus's first place in the profile's order
-    for j, (other_corpus, other) in enumerate(pairs):
-        first.setdefault(("arch", other.arch), j)
-        first.setdefault(("corpus", other_corpus.key), j)
-    return first[("arch", c.arch)], c.layers, c.size, first[("corpus", corpus.key)], c.dropout, k
+    keyed = [(ranks[c.model_id(corpus.key)], c.arch not in FUSED, within(k)) for k, (corpus, c) in enumerate(pairs)]
+    return [pairs[key[-1][-1]] for key in sorted(keyed)]
 
 
 def priorities(pairs: list, sets: list[list] | None = None) -> dict[str, tuple[int, int]]:
