@@ -438,9 +438,13 @@ def run_limits(
         )
         seeds = sub.groupby("group_id")["seed"].nunique()
         if seeds.max() > 1:
+            several, single = seeds[seeds > 1], int((seeds == 1).sum())
+            counts = sorted(several.unique())
             lines.append(
-                f"{corpus}: {int((seeds > 1).sum())} configurations have {int(seeds.max())} seeds; the "
-                f"other {int((seeds == 1).sum())} have one, so their seed-to-seed noise is not measured."
+                f"{corpus}: {len(several)} configuration{'s have' if len(several) > 1 else ' has'} "
+                f"{'-'.join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts[:1]))} seeds; "
+                f"the other {single} {'have' if single != 1 else 'has'} one, so "
+                f"{'their' if single != 1 else 'its'} seed-to-seed noise is not measured."
             )
         if not standing.empty:
             mine = standing[standing["corpus"] == corpus]

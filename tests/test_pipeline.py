@@ -194,3 +194,18 @@ def test_a_fresh_folder_runs_the_smoke_report_on_the_shipped_corpus(tmp_path):
     assert set(timings["analyses"]) == set(load_profile("smoke").analyses)
     assert any(key.startswith("train:") for key in timings["jobs"]) and timings["measured"]["workers"] >= 1
     shutil.rmtree(work / "artifacts")  # 20 MB of tiny models and n-grams
+
+
+def test_the_first_page_counts_the_seeds_each_configuration_has():
+    """The limits box counts configurations by the seeds they have, in the right number (a run with 2 and 3)."""
+    from reports.pipeline import run_limits
+
+    rows = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("c", 0)]
+    index = pd.DataFrame({
+        "family": "neural", "selected": True, "corpus": "toy", "budget": 128, "layers": 1, "chars_trained": 1000,
+        "variant": [g for g, _ in rows], "dropout": 0.0, "group_id": [g for g, _ in rows], "seed": [s for _, s in rows],
+    })  # fmt: skip
+    lines = run_limits(index, pd.DataFrame(), [])
+    assert "toy: 2 configurations have 2-3 seeds; the other 1 has one, so its seed-to-seed noise" in " ".join(lines)
+    lines = run_limits(index[index["group_id"] != "b"], pd.DataFrame(), [])
+    assert "toy: 1 configuration has 3 seeds; the other 1 has one" in " ".join(lines)
