@@ -495,11 +495,16 @@ class Estimate:
         if unpriced:
             lines.append(f"estimate: {len(unpriced)} job(s) no record prices (counted as 0 s): {', '.join(unpriced)}")
         if self.later:
+            reads = (
+                f"every analysis priced in proportion to the {self.read + self.later_read} networks it would read "
+                f"instead of {self.read}"
+                if self.later_read
+                else f"every analysis reading the same {self.read} networks"
+            )
             lines.append(
                 f"estimate: this profile once the models left out ship ({len(self.later)}; not this run): about "
-                f"{duration(self.projected_s)} cold, their scoring added and every analysis priced in proportion to "
-                f"the {self.read + self.later_read} networks it would read instead of {self.read} (each cell at the "
-                "dropout validation chooses)"
+                f"{duration(self.projected_s)} cold, their scoring added and {reads} (each cell at the dropout "
+                "validation chooses)"
             )
         return lines
 

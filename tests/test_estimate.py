@@ -182,6 +182,8 @@ def test_the_projection_adds_the_left_out_models_scoring_and_prices_analyses_by_
     line = now.summary()[-1]
     assert line.startswith("estimate: this profile once the models left out ship (1; not this run): about 5 min 20 s")
     assert "the 15 networks it would read instead of 10" in line
+    same = est.estimate("rec", [scoring], [job("analysis:cells")], 10, 1, bench_s=1.0, later=later, read=(10, 0))
+    assert "every analysis reading the same 10 networks" in same.summary()[-1]  # left out: other dropouts, stand-ins
     alone = est.estimate("rec", [scoring], [job("analysis:cells")], 10, 1, bench_s=1.0)
     assert alone.projected_s == pytest.approx(alone.wall_s) and "left out" not in " ".join(alone.summary())
 
