@@ -439,10 +439,10 @@ def run_limits(
         seeds = sub.groupby("group_id")["seed"].nunique()
         if seeds.max() > 1:
             several, single = seeds[seeds > 1], int((seeds == 1).sum())
-            counts = sorted(several.unique())
+            lo, hi = int(several.min()), int(several.max())
             lines.append(
                 f"{corpus}: {len(several)} configuration{'s have' if len(several) > 1 else ' has'} "
-                f"{'-'.join(map(str, (counts[0], counts[-1]) if len(counts) > 1 else counts[:1]))} seeds; "
+                f"{lo if lo == hi else f'{lo}-{hi}'} seeds; "
                 f"the other {single} {'have' if single != 1 else 'has'} one, so "
                 f"{'their' if single != 1 else 'its'} seed-to-seed noise is not measured."
             )

@@ -125,8 +125,8 @@ def training_order(pairs: list, sets: list[list] | None = None) -> list:
             return (k,)
         return arch_at[c.arch], c.layers, c.size, corpus_at[corpus.key], c.dropout, k
 
-    keyed = [(ranks[c.model_id(corpus.key)], c.arch not in FUSED, within(k)) for k, (corpus, c) in enumerate(pairs)]
-    return [pairs[key[-1][-1]] for key in sorted(keyed)]
+    keyed = [(ranks[c.model_id(corpus.key)], c.arch not in FUSED, within(k), k) for k, (corpus, c) in enumerate(pairs)]
+    return [pairs[k] for *_, k in sorted(keyed)]
 
 
 def priorities(pairs: list, sets: list[list] | None = None) -> dict[str, tuple[int, int]]:
