@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -209,3 +211,32 @@ def test_the_first_page_counts_the_seeds_each_configuration_has():
     assert "toy: 2 configurations have 2-3 seeds; the other 1 has one, so its seed-to-seed noise" in " ".join(lines)
     lines = run_limits(index[index["group_id"] != "b"], pd.DataFrame(), [])
     assert "toy: 1 configuration has 3 seeds; the other 1 has one" in " ".join(lines)
+
+
+FAULTS_PROBE = """
+import resource, sys
+from charlm.kinds.base import keep_freed_memory
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+def faults(nbytes):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = bytearray(nbytes)  # malloc'd and zeroed: every page touched
+    del block
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+faults(64 * 2**20)  # the first block: faulted in either way
+print(faults(64 * 2**20))
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
+def test_a_worker_reuses_freed_memory_instead_of_faulting_it_in_again():
+    """keep_freed_memory (every report worker calls it): a 64 MiB temporary allocated again after being freed comes
+    from the heap, not from fresh pages the kernel must zero one by one (by default glibc maps and unmaps it)."""
+
+    def second_faults(mode: str) -> int:
+        out = subprocess.run([sys.executable, "-c", FAULTS_PROBE, mode], capture_output=True, text=True, check=True)
+        return int(out.stdout.split()[-1])
+
+    pages = 64 * 2**20 // resource.getpagesize()
+    assert second_faults("default") > pages // 2  # the default: every page faulted in again
+    assert second_faults("keep") < pages // 20  # kept: the same memory, no new pages
