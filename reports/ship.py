@@ -83,6 +83,7 @@ def machine(threads: int) -> dict:
 
 
 PRIORITY = ("Levy's sets", "the ladder", "Fig 1's dropout grid", "minimal RNNs", "the rest")  # training_order's groups
+LADDER_LAYERS = 1  # the depth of the ladder's rungs (analyses/ladder.py's "layers"): its RNN, GRU and LSTM are Fig 1's
 GROUP_WORDS = {
     "levy": "Levy's sets",
     "ladder": "the ladder",
@@ -109,7 +110,9 @@ def training_order(pairs: list, sets: list[list] | None = None) -> list:
     """The order the open issues ask for (docs/shipped-models.md): Levy's sets (each whole before the next: a set
     ships only whole), the ladder's rungs, the cells of Fig 1 trained at several dropouts (all their dropouts, 0
     included, so validation chooses among models of one stopping rule), minGRU and minLSTM, then the rest (Fig 1's
-    other rows); within a group, fused architectures first (they train fastest), then the profile's order.
+    other rows); within a group, fused architectures first (they train fastest), then the profile's order. In the
+    dropout grid the cells at the ladder's depth come first (LADDER_LAYERS): the ladder reads their RNN, GRU and LSTM
+    as its rungs (issue 38 before issue 40).
     `pairs` are (corpus, config); `sets` the (corpus, config) lists of Levy's sets in the order they should finish."""
     ranks = priorities(pairs, sets)
     arch_at, corpus_at = {}, {}  # each architecture's and corpus's first place in the profile's order
@@ -125,7 +128,13 @@ def training_order(pairs: list, sets: list[list] | None = None) -> list:
             return (k,)
         return arch_at[c.arch], c.layers, c.size, corpus_at[corpus.key], c.dropout, k
 
-    keyed = [(ranks[c.model_id(corpus.key)], c.arch not in FUSED, within(k), k) for k, (corpus, c) in enumerate(pairs)]
+    def rung(k: int) -> bool:
+        """False for a model of the dropout grid the ladder reads as a rung (the ladder's depth): it trains first."""
+        corpus, c = pairs[k]
+        return not (PRIORITY[ranks[c.model_id(corpus.key)][0]] == "Fig 1's dropout grid" and c.layers == LADDER_LAYERS)
+
+    keyed = [(ranks[c.model_id(corpus.key)], rung(k), c.arch not in FUSED, within(k), k)
+             for k, (corpus, c) in enumerate(pairs)]  # fmt: skip
     return [pairs[k] for *_, k in sorted(keyed)]
 
 

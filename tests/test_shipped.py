@@ -247,7 +247,7 @@ def test_training_follows_the_issues_order_levys_sets_whole_then_the_ladder_drop
     assert groups[gru_d0[1].model_id("k")] == "Fig 1's dropout grid" and groups[rest[1].model_id("k")] == "the rest"
 
 
-def test_the_dropout_grid_trains_cell_by_cell_so_each_cell_is_chosen_as_soon_as_its_models_are_done():
+def test_the_dropout_grid_trains_cell_by_cell_the_ladders_depth_first_so_each_cell_is_chosen_once_its_models_are_done():
     class Key:
         def __init__(self, key):
             self.key = key
@@ -260,8 +260,11 @@ def test_the_dropout_grid_trains_cell_by_cell_so_each_cell_is_chosen_as_soon_as_
     planned = [cfg(corpus, arch, layers, d) for corpus in (a, b) for arch in ("lstm", "gru-paper")
                for d in (0.0, 0.1) for layers in (1, 2)]  # fmt: skip  # corpus, architecture, dropout, depth
     order = [(corpus.key, c.arch, c.layers, c.dropout) for corpus, c in ship.training_order(planned, [])]
-    assert order == [(k, arch, layers, d) for arch in ("lstm", "gru-paper") for layers in (1, 2) for k in ("a", "b")
-                     for d in (0.0, 0.1)]  # fmt: skip  # the fused LSTM first, each cell's dropouts together
+    assert order == [(k, arch, layers, d) for layers in (1, 2) for arch in ("lstm", "gru-paper") for k in ("a", "b")
+                     for d in (0.0, 0.1)]  # fmt: skip  # the ladder's depth first, fused first, dropouts together
+    from analyses import ladder
+
+    assert ship.LADDER_LAYERS == ladder.SETTINGS["layers"]  # the depth whose RNN, GRU and LSTM the ladder reads
 
 
 def test_shipped_snapshots_keep_the_first_and_thin_the_rest():
