@@ -101,15 +101,20 @@ def by_corpus(cells: pd.DataFrame) -> pd.DataFrame:
 
 def findings(summary: pd.DataFrame) -> list[Finding]:
     """Per corpus (a row of by_corpus): where validation chose a dropout above 0, what it bought, and the gap to
-    Fig 1 before and after."""
+    Fig 1 before and after (said to stay where validation chose 0 everywhere)."""
     out = []
     for _, r in summary.iterrows():
         v = {k: r[k] for k in r.index if not (isinstance(r[k], float) and np.isnan(r[k]))}
-        text = "{corpus}: dropout chosen on validation in {cells} configurations (tried {tried}): above 0 in {above}"
-        if "mean_bought" in v:
+        plural = "s" if int(r["cells"]) != 1 else ""
+        text = ("{corpus}: of {cells} configuration" + plural + " trained at several dropouts (tried {tried}), "
+                "validation chose one above 0 in {above}")  # fmt: skip
+        if "mean_bought" in v and int(r["above"]) > 0:
             text += (", buying {mean_bought:.3f} nats/char of test cross-entropy on average against dropout 0 (most: "
                      "{most_cell}, {most:.3f} at dropout {most_dropout:g})")  # fmt: skip
         if "before" in v:
-            text += "; against Fig 1 in its {fig1_cells} cells, the mean gap went from {before:+.3f} to {after:+.3f}"
+            if int(r["above"]) > 0:
+                text += "; against Fig 1 in {fig1_cells} of them, the mean gap went from {before:+.3f} to {after:+.3f}"
+            else:
+                text += "; against Fig 1 in {fig1_cells} of them, the mean gap stays {before:+.3f}"
         out.append(Finding(text, v, corpus=r["corpus"]))
     return out
