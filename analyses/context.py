@@ -51,6 +51,11 @@ INDEX_COLUMNS = [
 CACHE_DIR = "_cache"  # under the artifacts root: what analyses compute from models, keyed by its inputs
 
 
+def holds_results(root: Path | None = None) -> bool:
+    """Whether the artifacts hold what an earlier run's analyses computed (a warm run reads it instead)."""
+    return any((Path(root) if root is not None else artifacts_root()).joinpath(CACHE_DIR).glob("*/*.npz"))
+
+
 class MissingInput(UserError):
     """An input an analysis needs is not there; the message names the command that produces it."""
 

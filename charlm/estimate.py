@@ -453,6 +453,7 @@ class Estimate:
     read: int = 0  # the recurrent networks this run's analyses read (one per cell at the dropout validation chose)
     later: list = field(default_factory=list)  # the scoring the models left out will add once they ship, priced
     later_read: int = 0  # how many more networks the analyses will read once they ship
+    warm: bool = False  # the artifacts hold an earlier run's analysis results: analyses priced as if computed afresh
 
     @property
     def wall_s(self) -> float:
@@ -485,6 +486,8 @@ class Estimate:
                 "this run's seconds as the record the next estimate reads"
             ]
         wall = f"about {duration(self.wall_s)}" if not unpriced else f"at least {duration(self.wall_s)}"
+        if self.warm and not unpriced:  # what the analyses cached is read, not computed: the prices are an upper bound
+            wall = f"at most {duration(self.wall_s)}"
         lines = [
             f"estimate: wall time {wall} on {self.workers} worker(s): {len(models)} model "
             f"jobs ({duration(model_s)} of work), {what} ({duration(analysis_s)}), rendering "
@@ -494,6 +497,9 @@ class Estimate:
         ]
         if unpriced:
             lines.append(f"estimate: {len(unpriced)} job(s) no record prices (counted as 0 s): {', '.join(unpriced)}")
+        if self.warm:
+            lines.append("estimate: these artifacts hold an earlier run's analysis results; each analysis is priced as "
+                         "if computed afresh, so a run that reads them ends sooner")  # fmt: skip
         if self.later:
             reads = (
                 f"every analysis priced in proportion to the {self.read + self.later_read} networks it would read "
@@ -510,11 +516,12 @@ class Estimate:
 
 
 def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int, bench_s: float | None = None,
-             later: list | None = None, read: tuple[int, int] = (0, 0)) -> Estimate:  # fmt: skip
+             later: list | None = None, read: tuple[int, int] = (0, 0), warm: bool = False) -> Estimate:  # fmt: skip
     """Price `jobs` (model jobs, charlm.kinds.base.Job) and `analyses` (jobs whose `work` is None, key
     "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
     out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
-    read now and how many more they will then."""
+    read now and how many more they will then; `warm`: the artifacts hold an earlier run's analysis results (the
+    estimate then says it is an upper bound)."""
     pricer = Pricer.here(profile_name, bench_s, workers)
     disk = 0.0
     for job in jobs:
@@ -527,7 +534,7 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
         job.seconds, _, job.priced_by = pricer.price(job)
     source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
     return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
-                    list(later or []), read[1])  # fmt: skip
+                    list(later or []), read[1], warm)  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses import common
+from analyses.context import holds_results
 from charlm.adopt import ENCODINGS
 from charlm.estimate import Estimate, estimate
 from charlm.kinds import Planned
@@ -68,7 +69,7 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
     later = later_jobs(left_out, profile.splits, snapshots)
     priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers, later=later,
-                      read=networks_read(models, left_out))  # fmt: skip
+                      read=networks_read(models, left_out), warm=holds_results())  # fmt: skip
     by_model: dict[str, list] = {}
     for job in jobs:
         by_model.setdefault(job.model.model_id, []).append(job)

@@ -35,7 +35,7 @@ import pandas as pd
 
 import corpora
 from analyses import common
-from analyses.context import Context, model_index
+from analyses.context import Context, holds_results, model_index
 from charlm.estimate import benchmark, duration, estimate, record_run
 from charlm.estimate import machine as est_machine
 from charlm.kinds import Job, Planned
@@ -245,7 +245,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     bench_s = benchmark(workers)  # the machine's speed as the workers will find it: all of them at once
     later = later_jobs(left_out, profile.splits, snapshots)
     plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
-                             networks_read(models, left_out))  # fmt: skip
+                             networks_read(models, left_out), warm=holds_results())  # fmt: skip
     to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}
     say(
         f"plan: {networks} neural models ({networks - len(to_train)} cached, {len(to_train)} to train), "

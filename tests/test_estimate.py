@@ -89,6 +89,32 @@ def test_the_summary_says_when_nothing_or_part_is_priced(monkeypatch, tmp_path):
     assert whole.summary()[0].startswith("estimate: wall time about 2 min 12 s")
 
 
+def test_a_warm_run_is_priced_as_an_upper_bound_and_says_why(monkeypatch, tmp_path):
+    """Artifacts holding an earlier run's analysis results (a `git pull` then `make report`): each analysis is priced
+    as if computed afresh, so the estimate says "at most" and why, instead of "about" a time the run will beat."""
+    from analyses.context import CACHE_DIR, holds_results
+
+    monkeypatch.setattr(est, "PROFILES_DIR", tmp_path)
+    record(**{"build:c/ngram": {"seconds": 12.0, "what": "build", "units": 10, "shape": "ngram n=3", "params": 0,
+                                "bytes": 0}}).save(tmp_path / f"rec{est.RECORD_SUFFIX}")  # fmt: skip
+    artifacts = tmp_path / "artifacts"
+    assert not holds_results(artifacts)  # a cold run
+    (artifacts / CACHE_DIR / "cells").mkdir(parents=True)
+    assert not holds_results(artifacts)  # an empty cache folder holds nothing
+    (artifacts / CACHE_DIR / "cells" / "0123456789abcdef.npz").write_bytes(b"")
+    assert holds_results(artifacts)
+
+    def summary(warm: bool) -> list[str]:
+        jobs = [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))]
+        return est.estimate("rec", jobs, [job("analysis:cells", after=["build:c/ngram"])], 1, 2, bench_s=1.0,
+                            warm=warm).summary()  # fmt: skip
+
+    cold, warm = summary(False), summary(True)
+    assert cold[0].startswith("estimate: wall time about 2 min 12 s") and not any("earlier run" in s for s in cold)
+    assert warm[0].startswith("estimate: wall time at most 2 min 12 s")
+    assert "earlier run's analysis results" in warm[-1]
+
+
 def test_a_plan_that_cannot_list_an_analysis_s_parts_yet_prices_the_recorded_ones(monkeypatch, tmp_path):
     """`--plan` before the shipped models are installed lists no per-model part of cells: the recorded parts are
     priced beside it (a fresh machine's estimate was 5 minutes short); a plan that lists them gets nothing added,
