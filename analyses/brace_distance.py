@@ -35,7 +35,7 @@ import pandas as pd
 from corpora.corpus import CHARRNN_BATCH
 from corpora.errors import run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, headline_id, lowest_seeds, report_order, short_label, style
 from .context import Context, MissingInput, Needs
 
@@ -273,10 +273,6 @@ def summary(df: pd.DataFrame, confidence: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _verdict(holds: int, of: int) -> str:
-    return "reproduced" if holds == of else ("partly" if holds * 2 >= of else "not reproduced")
-
-
 def findings(summ: pd.DataFrame) -> list[Finding]:
     """Per corpus with braces: Fig 5 left's two readings (the claims), then what the paper did not ask (new)."""
     out = []
@@ -287,7 +283,7 @@ def findings(summ: pd.DataFrame) -> list[Finding]:
         out.append(Finding(
             "{corpus}: the {model}'s mean p('}}') beats the {ngram_n}-gram's in {ahead} of {buckets} distance "
             "buckets ({ci_above} with the whole {confidence:.0%} interval above zero), against the paper's every one",
-            v, _verdict(int(s["ahead"]), int(s["buckets"])), "bd-fig5-ahead", corpus))  # fmt: skip
+            v, majority(int(s["ahead"]), int(s["buckets"])), "bd-fig5-ahead", corpus))  # fmt: skip
         # grows then flat: the advantage rises with distance below PLATEAU_AT (Spearman rho > 0 over those buckets)
         # and shows no trend beyond (|rho| < FLAT); reproduced when both hold, partly when one does
         if pd.isna(s["rho_near"]) or pd.isna(s["rho_far"]):
@@ -299,7 +295,7 @@ def findings(summ: pd.DataFrame) -> list[Finding]:
             out.append(Finding(
                 "{corpus}: the advantage's rank correlation with distance is {rho_near:+.2f} below {plateau_at} "
                 "characters and {rho_far:+.2f} beyond (mean {near_adv:+.3f}, then {far_adv:+.3f}), against the "
-                "paper's rise to {plateau_at}, then flat", v, _verdict(holds, 2), "bd-fig5-grows", corpus))  # fmt: skip
+                "paper's rise to {plateau_at}, then flat", v, majority(holds, 2), "bd-fig5-grows", corpus))  # fmt: skip
         out.append(Finding(
             "{corpus}: over its {matched} matched closing braces the {model} gives p('}}') {p_model:.3f} against the "
             "{ngram_n}-gram's {p_ngram:.3f}; the largest gap, {peak_adv:+.3f}, at distances {peak_bucket}", v,

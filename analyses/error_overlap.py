@@ -27,7 +27,7 @@ from matplotlib.patches import Circle
 from charlm.predictions import Predictions
 from corpora.errors import run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, headline_id, lowest_seeds, report_order, short_label, style
 from .context import Context, MissingInput, Needs
 
@@ -346,10 +346,6 @@ def summary(df: pd.DataFrame, threshold: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _verdict(holds: int, of: int) -> str:
-    return "reproduced" if holds == of else ("partly" if holds * 2 >= of else "not reproduced")
-
-
 def findings(summ: pd.DataFrame) -> list[Finding]:
     """Per corpus: Fig 4 left's three readings (the claims), then what the paper did not ask (new)."""
     out = []
@@ -375,13 +371,13 @@ def findings(summ: pd.DataFrame) -> list[Finding]:
         out.append(Finding(
             "{corpus}: errors of one model alone, as shares of all errors: {model} {model_only:.1%}, "
             "{nnn_n}-NN {nnn_only:.1%}, n-gram {ngram_only:.1%}; the paper: each has its own",
-            v, _verdict(int(s["unique_sets"]), 3), "eo-fig4-unique", corpus))  # fmt: skip
+            v, majority(int(s["unique_sets"]), 3), "eo-fig4-unique", corpus))  # fmt: skip
         # smallest: reproduced when the headline model errs less than both baselines; partly when less than one
         beats = int(s["model_rate"] < s["nnn_rate"]) + int(s["model_rate"] < s["ngram_rate"])
         out.append(Finding(
             "{corpus}: error rate {model} {model_rate:.1%}, best n-NN ({nnn_n}-NN) {nnn_rate:.1%}, best n-gram "
             "(n={ngram_n}) {ngram_rate:.1%}, against the paper's smallest LSTM set",
-            v, _verdict(beats, 2), "eo-fig4-smallest", corpus))  # fmt: skip
+            v, majority(beats, 2), "eo-fig4-smallest", corpus))  # fmt: skip
         if s["model_rate"] > s["ngram_rate"]:
             stronger = s["model_ce"] < s["ngram_ce"]
             out.append(Finding(

@@ -38,7 +38,7 @@ import pandas as pd
 from charlm.model import ARCH_LABELS
 from corpora.errors import UserError, run_cli
 
-from .base import Analysis, Claim, Finding, Result
+from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, headline_id, report_order, short_label, source_digest
 from .context import Context, Needs
 from .onion_plot import GROUPS
@@ -343,10 +343,6 @@ def summary(df: pd.DataFrame, threshold: float) -> pd.DataFrame:
     )  # fmt: skip
 
 
-def _verdict(holds: int, of: int) -> str:
-    return "reproduced" if holds == of else ("partly" if holds * 2 >= of else "not reproduced")
-
-
 def findings(summ: pd.DataFrame) -> list[Finding]:
     """Per corpus: sec 4.4's error count and breakdown (claims on War and Peace, the paper's corpus; the same numbers
     as new findings elsewhere), scaling up (a claim on every corpus), then what the paper did not ask."""
@@ -378,7 +374,7 @@ def findings(summ: pd.DataFrame) -> list[Finding]:
             "words {share_rare:.0%}, word model {share_word:.0%}"
             + (", against the paper's {paper_ngram:.0%}, {paper_memory:.0%}, {paper_rare:.0%}, {paper_word:.0%}"
                if claimed else ""),
-            v, _verdict(within, 4) if claimed else "new", "onion-breakdown" if claimed else None, corpus))  # fmt: skip
+            v, majority(within, 4) if claimed else "new", "onion-breakdown" if claimed else None, corpus))  # fmt: skip
         if "small_model" not in v:
             out.append(Finding("{corpus}: the LSTMs are of one size only, so there is no smaller one to compare", v,
                                "untested", "onion-scaling", corpus))  # fmt: skip
