@@ -111,8 +111,8 @@ def training_order(pairs: list, sets: list[list] | None = None) -> list:
     ships only whole), the ladder's rungs, the cells of Fig 1 trained at several dropouts (all their dropouts, 0
     included, so validation chooses among models of one stopping rule), minGRU and minLSTM, then the rest (Fig 1's
     other rows); within a group, fused architectures first (they train fastest), then the profile's order. In the
-    dropout grid the cells at the ladder's depth come first (LADDER_LAYERS): the ladder reads their RNN, GRU and LSTM
-    as its rungs (issue 38 before issue 40).
+    dropout grid the ladder's rungs come first: the dropout-0 RNN, GRU and LSTM at the ladder's depth (LADDER_LAYERS;
+    issue 38 before issue 40), then the other dropouts of those cells, then the deeper cells.
     `pairs` are (corpus, config); `sets` the (corpus, config) lists of Levy's sets in the order they should finish."""
     ranks = priorities(pairs, sets)
     arch_at, corpus_at = {}, {}  # each architecture's and corpus's first place in the profile's order
@@ -128,10 +128,13 @@ def training_order(pairs: list, sets: list[list] | None = None) -> list:
             return (k,)
         return arch_at[c.arch], c.layers, c.size, corpus_at[corpus.key], c.dropout, k
 
-    def rung(k: int) -> bool:
-        """False for a model of the dropout grid the ladder reads as a rung (the ladder's depth): it trains first."""
+    def rung(k: int) -> int:
+        """In the dropout grid: 0 for a rung of the ladder (dropout 0 at its depth), 1 for the other dropouts of
+        its cells, 2 for the deeper cells; 0 outside the grid (its order is the group's)."""
         corpus, c = pairs[k]
-        return not (PRIORITY[ranks[c.model_id(corpus.key)][0]] == "Fig 1's dropout grid" and c.layers == LADDER_LAYERS)
+        if PRIORITY[ranks[c.model_id(corpus.key)][0]] != "Fig 1's dropout grid":
+            return 0
+        return 2 if c.layers != LADDER_LAYERS else (0 if c.dropout == 0 else 1)
 
     keyed = [(ranks[c.model_id(corpus.key)], rung(k), c.arch not in FUSED, within(k), k)
              for k, (corpus, c) in enumerate(pairs)]  # fmt: skip

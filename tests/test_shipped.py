@@ -241,13 +241,14 @@ def test_training_follows_the_issues_order_levys_sets_whole_then_the_ladder_drop
     planned = [rest, gru_d0, mingru, *levy2, gru_d1, ladder, rnn_d1, *levy1]  # as a profile might plan them
     order = ship.training_order(planned, [levy1, levy2])
     # Levy's sets first, each whole, in the order given; the ladder; Fig 1's cells trained at several dropouts (their
-    # dropout-0 model too), the fused RNN before our GRU's kernel; minGRU; the rest
-    assert order == [*levy1, *levy2, ladder, rnn_d1, gru_d0, gru_d1, mingru, rest]
+    # dropout-0 model too): the ladder's rungs (dropout 0 at its depth) first, then the fused RNN before our GRU's
+    # kernel; minGRU; the rest
+    assert order == [*levy1, *levy2, ladder, gru_d0, rnn_d1, gru_d1, mingru, rest]
     groups = {m: ship.PRIORITY[r] for m, (r, _) in ship.priorities(planned, [levy1, levy2]).items()}
     assert groups[gru_d0[1].model_id("k")] == "Fig 1's dropout grid" and groups[rest[1].model_id("k")] == "the rest"
 
 
-def test_the_dropout_grid_trains_cell_by_cell_the_ladders_depth_first_so_each_cell_is_chosen_once_its_models_are_done():
+def test_the_dropout_grid_trains_the_ladders_rungs_first_then_cell_by_cell_each_chosen_once_its_models_are_done():
     class Key:
         def __init__(self, key):
             self.key = key
@@ -260,8 +261,10 @@ def test_the_dropout_grid_trains_cell_by_cell_the_ladders_depth_first_so_each_ce
     planned = [cfg(corpus, arch, layers, d) for corpus in (a, b) for arch in ("lstm", "gru-paper")
                for d in (0.0, 0.1) for layers in (1, 2)]  # fmt: skip  # corpus, architecture, dropout, depth
     order = [(corpus.key, c.arch, c.layers, c.dropout) for corpus, c in ship.training_order(planned, [])]
-    assert order == [(k, arch, layers, d) for layers in (1, 2) for arch in ("lstm", "gru-paper") for k in ("a", "b")
-                     for d in (0.0, 0.1)]  # fmt: skip  # the ladder's depth first, fused first, dropouts together
+    rungs = [(k, arch, 1, 0.0) for arch in ("lstm", "gru-paper") for k in ("a", "b")]  # the ladder's, fused first
+    assert order == rungs + [(k, arch, layers, d) for layers in (1, 2) for arch in ("lstm", "gru-paper")
+                             for k in ("a", "b") for d in (0.0, 0.1) if (layers, d) != (1, 0.0)]  # fmt: skip
+    # then the rest of the ladder's depth, then the deeper cells: cell by cell, fused first, a cell's dropouts together
     from analyses import ladder
 
     assert ship.LADDER_LAYERS == ladder.SETTINGS["layers"]  # the depth whose RNN, GRU and LSTM the ladder reads
