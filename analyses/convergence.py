@@ -19,6 +19,15 @@ but had not stopped improving, and one stopped by a character budget is what cap
 
 The train loss of an epoch is the mean of its minibatch losses while the weights were changing (as char-rnn
 prints it), so it is not the final model's train loss; the gap to validation is indicative only.
+
+What holds a model at the cap still falling, the step or the model? The recipe decays the learning rate by 0.95 an
+epoch after epoch 10, so each epoch's validation gain is read per unit of the learning rate it trained at (the sum
+of the epochs' rates): over the last `rate_window` epochs, and over as many epochs `rate_lag` epochs before. Fitting
+a model whose capacity runs out buys less per unit of rate as it goes (a ratio late / early under 1); a ratio over 1
+means each smaller step buys more, the signature of a model held up by the noise of its steps (16 streams a batch at
+the recipe's rate), which the schedule's annealing is still removing. At the last window's gain per unit of rate,
+the rest of the schedule (the rate decaying forever: lr x d / (1 - d) more) would buy `remainder` nats of validation:
+a lower estimate where the ratio is over 1, an upper one where it is under.
 """
 
 from __future__ import annotations
@@ -40,12 +49,14 @@ QUESTION = "Is each model trained to convergence, as the papers' were, before we
 SETTINGS = {
     "converged_gain": 0.002,  # nats/epoch: a model gaining more over its last `window` epochs was still falling
     "window": 3,  # finished epochs the final gain is measured over (the shortcut's converge_window)
+    "rate_window": 5,  # epochs the validation gain per unit of learning rate is read over, at the end and ...
+    "rate_lag": 20,  # ... this many epochs before (models at the epoch cap with rate_window + rate_lag epochs)
 }
 NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
 COLUMNS = [
     "corpus", "arch", "label", "layers", "size", "budget", "dropout", "seed", "model_id", "epoch", "step", "chars",
     "lr", "train_loss", "val_loss", "stopped", "full_epoch", "converged_gain", "window", "converge_delta",
-    "max_epochs", "patience",
+    "max_epochs", "patience", "lr_decay", "rate_window", "rate_lag",
 ]  # fmt: skip
 RULES = {  # metrics.json `stopped` -> the rule in words, and whether it is the papers'
     "early_stopping": ("early stopping", True),
@@ -60,6 +71,7 @@ def measure(ctx: Context) -> pd.DataFrame:
     the stopping rule its train config set (converge_delta 0: no shortcut)."""
     rows = []
     gain, window = float(ctx.settings["converged_gain"]), int(ctx.settings["window"])
+    rate_window, rate_lag = int(ctx.settings["rate_window"]), int(ctx.settings["rate_lag"])
     for _, model in ctx.models(all_dropouts=True).iterrows():
         metrics = ctx.metrics(model)
         config = metrics.get("train_config") or {}
@@ -74,6 +86,7 @@ def measure(ctx: Context) -> pd.DataFrame:
                 "full_epoch": float(record["epoch"]).is_integer(), "converged_gain": gain, "window": window,
                 "converge_delta": float(config.get("converge_delta") or 0.0),
                 "max_epochs": config.get("epochs", np.nan), "patience": config.get("patience", np.nan),
+                "lr_decay": config.get("lr_decay", np.nan), "rate_window": rate_window, "rate_lag": rate_lag,
             })  # fmt: skip
     if not rows:
         raise MissingInput(
@@ -93,6 +106,25 @@ def final_gain(val_losses: np.ndarray, window: int) -> float:
 def trailing_gains(val_losses: np.ndarray, window: int) -> np.ndarray:
     """final_gain after each finished epoch (NaN before `window` + 1 epochs): the curve the stopping rules read."""
     return np.array([final_gain(val_losses[: k + 1], window) for k in range(len(val_losses))])
+
+
+def gain_per_rate(val_losses: np.ndarray, rates: np.ndarray, window: int, lag: int, decay: float) -> dict:
+    """Validation gain per unit of learning rate over the last `window` epochs ("rate_late") and over the `window`
+    epochs ending `lag` epochs earlier ("rate_early"), their ratio, and what the rest of the schedule would buy at
+    the late rate ("remainder": rate_late x lr x d / (1 - d)). NaN where the curve is too short. Epoch k's gain is
+    val[k - 1] - val[k], trained at epoch k's recorded rate."""
+    out = dict.fromkeys(("rate_early", "rate_late", "rate_ratio", "remainder"), float("nan"))
+    if len(val_losses) < window + lag + 1:
+        return out
+    gains, used = -np.diff(np.asarray(val_losses, float)), np.asarray(rates, float)[1:]
+    late = gains[-window:].sum() / used[-window:].sum()
+    early = gains[-window - lag : -lag].sum() / used[-window - lag : -lag].sum()
+    out.update(rate_early=float(early), rate_late=float(late))
+    if early > 0:
+        out["rate_ratio"] = float(late / early)
+    if 0 < decay < 1:
+        out["remainder"] = float(late * rates[-1] * decay / (1 - decay))
+    return out
 
 
 def per_model(df: pd.DataFrame) -> pd.DataFrame:
@@ -119,13 +151,17 @@ def per_model(df: pd.DataFrame) -> pd.DataFrame:
         else:
             verdict = f"no: still gaining {gain:.4f} nats/epoch" if falling else "yes"
         best = sub.loc[sub["val_loss"].idxmin()]
+        at_cap = stopped == "epochs"
+        rate = gain_per_rate(full["val_loss"].to_numpy() if at_cap else [], full["lr"].to_numpy(),
+                             int(sub["rate_window"].iloc[0]), int(sub["rate_lag"].iloc[0]),
+                             float(sub["lr_decay"].iloc[0]))  # fmt: skip
         rows.append({
             **sub.iloc[0][["corpus", "arch", "label", "layers", "size", "budget", "dropout", "seed"]].to_dict(),
             "epochs": float(sub["epoch"].max()), "best_val": float(best["val_loss"]),
             "best_epoch": float(best["epoch"]), "train_loss_at_best": float(best["train_loss"]),
             "final_gain_per_epoch": gain, "stopped": stopped, "rule": rule, "papers_rule": papers,
             "still_falling": falling, "converge_delta": float(sub["converge_delta"].iloc[0]),
-            "converged": verdict, "model_id": model_id,
+            "converged": verdict, **rate, "model_id": model_id,
         })  # fmt: skip
     return report_order(pd.DataFrame(rows), "layers", "dropout", "seed") if rows else pd.DataFrame(rows)
 
@@ -153,6 +189,13 @@ def stops(models: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
                         "largest_layers": int(worst["layers"]), "largest_size": int(worst["size"]),
                         "largest_seed": int(worst["seed"]), "largest_epochs": worst["epochs"],
                         "largest_rule": worst["rule"]})  # fmt: skip
+        rated = sub[sub["rate_ratio"].notna()]
+        if len(rated):
+            row.update({"rated": len(rated), "rate_rising": int((rated["rate_ratio"] > 1).sum()),
+                        "rate_ratio_median": rated["rate_ratio"].median(),
+                        "remainder_median": rated["remainder"].median(), "remainder_min": rated["remainder"].min(),
+                        "remainder_max": rated["remainder"].max(), "rate_window": int(raw["rate_window"].iloc[0]),
+                        "rate_lag": int(raw["rate_lag"].iloc[0])})  # fmt: skip
         shortcut = sub[(sub["stopped"] == "converged") & sub["final_gain_per_epoch"].notna()]
         if len(shortcut):
             row.update({"shortcut_gain_min": shortcut["final_gain_per_epoch"].min(),
@@ -195,11 +238,25 @@ def findings(table: pd.DataFrame) -> list[Finding]:
                 "to {shortcut_gain_max:.4f} nats/epoch, after {shortcut_epochs_min} to {shortcut_epochs_max} epochs"
             )
             out.append(Finding(text, v, corpus=r["corpus"]))
+        if pd.notna(r.get("rated", np.nan)):
+            out.append(Finding(
+                "{corpus}: {rate_rising} of {rated} models at the epoch cap gain more validation per unit of "
+                "learning rate in their last {rate_window} epochs than {rate_lag} earlier (median ratio "
+                "{rate_ratio_median:.2f}; over 1: step size, not capacity, limits them)", v,
+                corpus=r["corpus"]))  # fmt: skip
+            out.append(Finding(
+                "{corpus}: at their last gain per unit of learning rate, the rest of the schedule would buy a median "
+                "{remainder_median:.3f} nats/char of validation ({remainder_min:.3f} to {remainder_max:.3f})", v,
+                corpus=r["corpus"]))  # fmt: skip
         if pd.notna(r.get("largest_gain", np.nan)):
             out.append(Finding("{corpus}: the largest final gain is {largest_gain:.4f} nats/epoch, {largest_label} "
                                "{largest_layers}x{largest_size} seed {largest_seed}, stopped by {largest_rule} after "
                                "{largest_epochs} epochs", v, corpus=r["corpus"]))  # fmt: skip
     return out
+
+
+def _column(t: pd.DataFrame, name: str, form: str) -> pd.Series | str:
+    return t[name].map(lambda x: form.format(x) if pd.notna(x) else "—") if name in t else "—"
 
 
 class Convergence(Analysis):
@@ -245,6 +302,8 @@ class Convergence(Analysis):
             f"still gaining > {threshold} nats/epoch": t["still_falling"],
             "largest final gain (nats/epoch)": t["largest_gain"].map(lambda g: f"{g:.4f}" if pd.notna(g) else "—")
             if "largest_gain" in t else "—",
+            "gain per unit of rate, last vs earlier epochs (median ratio)": _column(t, "rate_ratio_median", "{:.2f}"),
+            "rest of the schedule at the last rate (median nats)": _column(t, "remainder_median", "{:.3f}"),
         })  # fmt: skip
 
     def appendix(self, result: Result) -> dict[str, pd.DataFrame]:

@@ -14,12 +14,13 @@ from analyses.context import Context, model_index
 from analyses.prose import sentence, unsupported_numbers
 
 
-def _with_curve(folder, val_losses, stopped, epoch_fraction=1.0, converge_delta=0.0):
+def _with_curve(folder, val_losses, stopped, epoch_fraction=1.0, converge_delta=0.0, lrs=None, lr_decay=0.95):
     metrics = json.loads((folder / "metrics.json").read_text())
+    lrs = lrs or [2e-3] * len(val_losses)
     metrics["epochs"] = [
-        {"epoch": (k + 1) * epoch_fraction, "step": (k + 1) * 10, "chars": (k + 1) * 1000, "lr": 2e-3,
+        {"epoch": (k + 1) * epoch_fraction, "step": (k + 1) * 10, "chars": (k + 1) * 1000, "lr": lr,
          "train_loss": v - 0.05, "val_loss": v}
-        for k, v in enumerate(val_losses)
+        for k, (v, lr) in enumerate(zip(val_losses, lrs))
     ]  # fmt: skip
     metrics["stopped"] = stopped
     metrics["train_config"] = {
@@ -28,6 +29,7 @@ def _with_curve(folder, val_losses, stopped, epoch_fraction=1.0, converge_delta=
         "patience": 5,
         "converge_delta": converge_delta,
         "converge_window": 3,
+        "lr_decay": lr_decay,
     }
     (folder / "metrics.json").write_text(json.dumps(metrics))
 
@@ -106,7 +108,7 @@ def test_shortcut_stopped_models_are_partly_and_the_papers_rule_reproduced(tmp_p
         assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
         assert len(sentence(finding).split()) <= 36
     summary = convergence.ANALYSIS.summary_table(result)
-    assert list(summary.columns)[-2] == "still gaining > 0.002 nats/epoch" and list(summary["early stopping"]) == [1, 1]
+    assert list(summary.columns)[-4] == "still gaining > 0.002 nats/epoch" and list(summary["early stopping"]) == [1, 1]
     assert len(convergence.ANALYSIS.appendix(result)) == 1
 
 
@@ -119,3 +121,33 @@ def test_a_stricter_threshold_counts_more_still_falling(tmp_path, artifacts):
     assert "still gaining over 0.0005 nats/epoch" in sentence(strict.findings[0])
     few = convergence.per_model(_result(window=10).table)
     assert few["converged"].iloc[0] == "unknown: fewer than 11 epochs"
+
+
+def test_validation_gain_per_unit_of_learning_rate_tells_the_steps_noise_from_capacity(tmp_path, artifacts):
+    """Curves built from their gain per unit of rate: 1 nat per unit of rate up to epoch 10, then 2 (a model the
+    annealing still helps: ratio 2), or 0.5 (one running out of capacity: ratio 0.5); the rest of the schedule at the
+    late rate is rate x lr_last x d / (1 - d)."""
+    decay, epochs = 0.9, 30
+    rates = [2e-3 * decay ** max(0, k - 5) for k in range(epochs)]
+    corpus = fake_corpus_file(tmp_path)
+    for arch, size, late in (("lstm", 8, 2.0), ("rnn", 9, 0.5)):
+        val = [2.0]
+        for k in range(1, epochs):
+            val.append(val[-1] - (1.0 if k <= 10 else late) * rates[k])
+        folder = fake_neural_model(corpus, arch=arch, size=size)
+        _with_curve(folder, val, "epochs", lrs=rates, lr_decay=decay)
+    result = _result(rate_window=5, rate_lag=20)
+    table = convergence.per_model(result.table).set_index("arch")
+    assert table.loc["lstm", "rate_early"] == pytest.approx(1.0) and table.loc["lstm", "rate_late"] == pytest.approx(2)
+    assert list(table.loc[["lstm", "rnn"], "rate_ratio"]) == pytest.approx([2.0, 0.5])
+    assert table.loc["rnn", "remainder"] == pytest.approx(0.5 * rates[-1] * decay / (1 - decay))
+    stops = result.tables["stops"].iloc[0]
+    assert (stops["rated"], stops["rate_rising"]) == (2, 1)
+    said = [sentence(f) for f in result.findings]
+    assert any("1 of 2 models at the epoch cap gain more validation per unit of learning rate" in s for s in said)
+    frames = [result.table, *result.tables.values()]
+    for finding in result.findings:
+        assert unsupported_numbers(sentence(finding), frames) == [], sentence(finding)
+        assert len(sentence(finding).split()) <= 36
+    # too short a curve for the lag, or stopped by early stopping: no reading
+    assert convergence.per_model(_result(rate_lag=40).table)["rate_ratio"].isna().all()
