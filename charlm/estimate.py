@@ -16,10 +16,12 @@ processes as the run has workers. On any machine, a job is priced
    manifests' CPU seconds are read wherever an architecture has any, wall seconds only for one that has none;
 4. "by kind": the recorded jobs of the same work, per unit and per parameter (a network of a new shape);
 
-An analysis is priced by its record, scaled by the number of networks it reads against the record's; rendering by
-its record. The wall time is the job graph list-scheduled onto the workers exactly as the pipeline runs it
-(`schedule`: a job starts when the jobs it needs have finished, longest remaining path first). Disk: the bytes each
-recorded job left in the artifacts, scaled like its seconds. Every line of the summary says which rule priced what.
+An analysis is priced by its record, scaled by the number of networks it reads against the record's; one whose
+result in the report's data folder is good for this run (same code, settings and models: reports.sections'
+`cached_analyses`) is priced as that read (CACHED_S), and so are its parts; rendering by its record. The wall time
+is the job graph list-scheduled onto the workers exactly as the pipeline runs it (`schedule`: a job starts when
+the jobs it needs have finished, longest remaining path first). Disk: the bytes each recorded job left in the
+artifacts, scaled like its seconds. Every line of the summary says which rule priced what.
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ RECORD_SUFFIX = ".timings.json"
 FORMAT = 3  # bump when what a record holds changes (2: benchmark_s on one torch thread; 3: wall, all workers)
 CLOCKS = ("wall", "cpu")  # benchmark's clocks: the pipeline's jobs are wall seconds, a training's CPU seconds
 RULES = {"recorded": "recorded", "scaled": "scaled from a recorded shape", "shipped": "from shipped training",
-         "by": "by kind of work", "unpriced": "unpriced"}  # fmt: skip
+         "by": "by kind of work", "read": "read from an earlier run", "unpriced": "unpriced"}  # fmt: skip
+# A result read instead of computed, in seconds on the records' machine: an analysis (its tables loaded, its section
+# built) and one per-model part (its cache entry found). Measured on the reference profile's warm run (2026-11-29,
+# the 2-core machine, 90 networks): the 11 analyses read took 0.0 to 0.5 s (cells' 0.5, with its appendix), the 72
+# parts 0.06 s at the median and 0.48 at most.
+CACHED_S = {"analysis": 0.5, "part": 0.1}
 
 
 # ------------------------------------------------------------------------------------------ the machine
@@ -332,6 +339,10 @@ class Pricer:
                 return statistics.median(same) * self.speed, f"the median recorded part of {analysis}"
         return 0.0, "unpriced"
 
+    def cached(self, name: str) -> tuple[float, str]:
+        """An analysis (or one of its parts, "<analysis>:<model>") whose result a run reads instead of computing."""
+        return CACHED_S["part" if ":" in name else "analysis"] * self.speed, "read from an earlier run's result"
+
     def render(self) -> float:
         return next((r.render_s for r in self.records if r.render_s), 0.0) * self.speed
 
@@ -454,6 +465,8 @@ class Estimate:
     later: list = field(default_factory=list)  # the scoring the models left out will add once they ship, priced
     later_read: int = 0  # how many more networks the analyses will read once they ship
     warm: bool = False  # the artifacts hold an earlier run's analysis results: analyses priced as if computed afresh
+    cached: int = 0  # of the analyses, those whose earlier result is good for this run: priced as its read
+    fresh: dict = field(default_factory=dict)  # {job key: seconds computed afresh} of those read, for the projection
 
     @property
     def wall_s(self) -> float:
@@ -465,7 +478,8 @@ class Estimate:
         per-model part) reads (networks + later) / networks times the networks, priced in proportion: a projection
         of what the profile's plan will cost, not a measurement."""
         scale = (self.read + self.later_read) / self.read if self.read else 1.0
-        grown = [dataclasses.replace(j, seconds=j.seconds * scale) if j.work is None else j for j in self.jobs]
+        grown = [dataclasses.replace(j, seconds=self.fresh.get(j.key, j.seconds) * scale) if j.work is None else j
+                 for j in self.jobs]  # fmt: skip  # cold: what this run reads is computed then
         return schedule(grown + self.later, self.workers) + self.render_s
 
     def summary(self) -> list[str]:
@@ -486,7 +500,8 @@ class Estimate:
                 "this run's seconds as the record the next estimate reads"
             ]
         wall = f"about {duration(self.wall_s)}" if not unpriced else f"at least {duration(self.wall_s)}"
-        if self.warm and not unpriced:  # what the analyses cached is read, not computed: the prices are an upper bound
+        fresh = len(analyses) - parts - self.cached  # analyses priced as computed
+        if self.warm and fresh and not unpriced:  # what they can reuse of an earlier run is read: an upper bound
             wall = f"at most {duration(self.wall_s)}"
         lines = [
             f"estimate: wall time {wall} on {self.workers} worker(s): {len(models)} model "
@@ -497,9 +512,13 @@ class Estimate:
         ]
         if unpriced:
             lines.append(f"estimate: {len(unpriced)} job(s) no record prices (counted as 0 s): {', '.join(unpriced)}")
-        if self.warm:
-            lines.append("estimate: these artifacts hold an earlier run's analysis results; each analysis is priced as "
-                         "if computed afresh, so a run that reads them ends sooner")  # fmt: skip
+        if self.cached:
+            lines.append(f"estimate: {self.cached} of the {len(analyses) - parts} analyses are read from an earlier "
+                         "run's results (same code, settings and models), priced as that read")  # fmt: skip
+        if self.warm and fresh:
+            lines.append(f"estimate: these artifacts hold an earlier run's analysis results; the {fresh} analyses to "
+                         "compute are priced as if computed afresh, so a run that reuses part of them ends "
+                         "sooner")  # fmt: skip
         if self.later:
             reads = (
                 f"every analysis priced in proportion to the {self.read + self.later_read} networks it would read "
@@ -516,25 +535,32 @@ class Estimate:
 
 
 def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int, bench_s: float | None = None,
-             later: list | None = None, read: tuple[int, int] = (0, 0), warm: bool = False) -> Estimate:  # fmt: skip
+             later: list | None = None, read: tuple[int, int] = (0, 0), warm: bool = False,
+             cached: set[str] | frozenset[str] = frozenset()) -> Estimate:  # fmt: skip
     """Price `jobs` (model jobs, charlm.kinds.base.Job) and `analyses` (jobs whose `work` is None, key
     "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
     out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
     read now and how many more they will then; `warm`: the artifacts hold an earlier run's analysis results (the
-    estimate then says it is an upper bound)."""
+    estimate then says it is an upper bound); `cached`: the analyses whose earlier result is good for this run."""
     pricer = Pricer.here(profile_name, bench_s, workers)
     disk = 0.0
     for job in jobs:
         job.seconds, bytes_, job.priced_by = pricer.price(job)
         disk += bytes_
     analyses = analyses + _unlisted_parts(pricer, analyses)
+    fresh = {}
     for job in analyses:
-        job.seconds, job.priced_by = pricer.analysis(job.key.split(":", 1)[1], networks)
+        name = job.key.split(":", 1)[1]  # "<analysis>" or, for a part, "<analysis>:<model>"
+        job.seconds, job.priced_by = pricer.analysis(name, networks)
+        if name.split(":")[0] in cached:
+            fresh[job.key] = job.seconds
+            job.seconds, job.priced_by = pricer.cached(name)
     for job in later or []:
         job.seconds, _, job.priced_by = pricer.price(job)
     source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
+    named = {j.key.split(":", 1)[1] for j in analyses if j.key.startswith("analysis:")}
     return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
-                    list(later or []), read[1], warm)  # fmt: skip
+                    list(later or []), read[1], warm, len(named & set(cached)), fresh)  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

@@ -42,6 +42,7 @@ from .pipeline import (
     networks_read,
     run,
 )
+from .sections import cached_analyses
 
 EXIT_INCOMPLETE = 1  # the report was written without some sections or models
 DEFAULT_PROFILE = "reference"  # the shipped converged models: what `make report` runs
@@ -68,8 +69,10 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     commands = dict.fromkeys(profile.analyses, "")
     analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
     later = later_jobs(left_out, profile.splits, snapshots)
+    data_dir = args.build_dir / profile.name / "data"  # where an earlier run's results lie, as `run` writes them
+    reused = cached_analyses(profile.analyses, sorted({m.model_id for m in models}), profile.analysis, data_dir)
     priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers, later=later,
-                      read=networks_read(models, left_out), warm=holds_results())  # fmt: skip
+                      read=networks_read(models, left_out), warm=holds_results(), cached=reused)  # fmt: skip
     by_model: dict[str, list] = {}
     for job in jobs:
         by_model.setdefault(job.model.model_id, []).append(job)

@@ -46,7 +46,16 @@ from charlm.sweep import executor, run_graph
 from corpora import atomic
 
 from .render import FailedModel, ReportContext, UnshippedModel, render
-from .sections import analysis_job, analysis_part_job, analysis_parts, error_line, failed_result, say, write_log
+from .sections import (
+    analysis_job,
+    analysis_part_job,
+    analysis_parts,
+    cached_analyses,
+    error_line,
+    failed_result,
+    say,
+    write_log,
+)
 
 BUILD_ROOT = Path("reports/build")
 PACKAGES = (
@@ -244,8 +253,9 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
     bench_s = benchmark(workers)  # the machine's speed as the workers will find it: all of them at once
     later = later_jobs(left_out, profile.splits, snapshots)
+    reused = cached_analyses(profile.analyses, sorted({m.model_id for m in models}), profile.analysis, data_dir)
     plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
-                             networks_read(models, left_out), warm=holds_results())  # fmt: skip
+                             networks_read(models, left_out), warm=holds_results(), cached=reused)  # fmt: skip
     to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}
     say(
         f"plan: {networks} neural models ({networks - len(to_train)} cached, {len(to_train)} to train), "

@@ -48,6 +48,41 @@ def _text(value) -> str:
     return "" if value is None or value != value else str(value)
 
 
+def models_read(analysis: Analysis, index):
+    """The models an analysis's result depends on, as its cache key and its Context see them: every model, or for one
+    that reads checkpoints alone (Needs.predictions False) the neural networks alone. Such an analysis starts once the
+    networks are trained, while the n-grams and n-NNs may still be building: keyed by whatever of them was built by
+    then, a cold run's result was never read by the next run."""
+    return index if common.needs(analysis).predictions else index[index["family"] == "neural"].reset_index(drop=True)
+
+
+def analysis_key(name: str, index, profile_settings: dict) -> str:
+    """What an analysis's cached result in the report's data folder is good for: its source, its settings and the
+    models it reads (their ids, digests and folders); `analysis_job` reads the result instead of computing it when
+    its `<name>.key` holds this."""
+    analysis = common.load_analysis(name)
+    index = models_read(analysis, index)
+    return config_hash(
+        {"analysis": name, "source": common.source_digest(analysis),
+         "settings": common.settings(analysis, profile_settings),
+         "models": sorted(index["model_id"] + ":" + index["digest"].map(_text) + ":" + index["dir"])},
+        16,
+    )  # fmt: skip
+
+
+def cached_analyses(names: list[str], wanted: list[str], settings: dict[str, dict], data_dir: Path) -> set[str]:
+    """The analyses a run would read from `data_dir` instead of computing, as the artifacts stand now: a model still
+    to build or score changes the key, so its analyses count as computed."""
+    data = Path(data_dir)
+    candidates = [n for n in names if (data / f"{n}.key").is_file() and (data / f"{n}.findings.json").is_file()]
+    if not candidates:
+        return set()
+    index = model_index()
+    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+    return {n for n in candidates
+            if (data / f"{n}.key").read_text().strip() == analysis_key(n, index, settings.get(n, {}))}  # fmt: skip
+
+
 def analysis_job(
     name: str, wanted: list[str], profile_settings: dict, data_dir: str, env: dict, threads: int, command: str = "",
     log: str | None = None,
@@ -67,11 +102,8 @@ def analysis_job(
         index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
         analysis = common.load_analysis(name)
         settings = common.settings(analysis, profile_settings)
-        key = config_hash(
-            {"analysis": name, "source": common.source_digest(analysis), "settings": settings,
-             "models": sorted(index["model_id"] + ":" + index["digest"].map(_text) + ":" + index["dir"])},
-            16,
-        )  # fmt: skip
+        index = models_read(analysis, index)
+        key = analysis_key(name, index, profile_settings)
         if key_path.exists() and key_path.read_text().strip() == key and (data / f"{name}.findings.json").exists():
             status, result = "cached", Result.load(data, name)
         else:

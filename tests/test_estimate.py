@@ -113,6 +113,20 @@ def test_a_warm_run_is_priced_as_an_upper_bound_and_says_why(monkeypatch, tmp_pa
     assert cold[0].startswith("estimate: wall time about 2 min 12 s") and not any("earlier run" in s for s in cold)
     assert warm[0].startswith("estimate: wall time at most 2 min 12 s")
     assert "earlier run's analysis results" in warm[-1]
+    # the analysis whose earlier result is good for this run (reports.sections.cached_analyses) is priced as its read,
+    # its recorded part too: the run is the n-gram, the two reads (the part's beside the n-gram) and rendering
+    jobs = [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))]
+    read = est.estimate("rec", jobs, [job("analysis:cells", after=["build:c/ngram"])], 1, 2, bench_s=1.0, warm=True,
+                        cached={"cells"})  # fmt: skip
+    assert read.wall_s == pytest.approx(12 + est.CACHED_S["analysis"] + 20)
+    lines = read.summary()
+    assert lines[0].startswith(f"estimate: wall time about {est.duration(read.wall_s)}")
+    assert "1 of the 1 analyses are read from an earlier run's results" in "\n".join(lines)
+    assert not any("priced as if computed afresh" in line for line in lines)
+    # the projection is of a cold run: what this run reads is computed there
+    fresh = est.estimate("rec", [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))],
+                         [job("analysis:cells", after=["build:c/ngram"])], 1, 2, bench_s=1.0)  # fmt: skip
+    assert read.projected_s == pytest.approx(fresh.projected_s) and fresh.projected_s > read.wall_s + 50
 
 
 def test_a_plan_that_cannot_list_an_analysis_s_parts_yet_prices_the_recorded_ones(monkeypatch, tmp_path):

@@ -189,13 +189,27 @@ def test_a_failed_analysis_is_not_cached_as_good(failing_run, monkeypatch):
     data = failing_run["report"] / "data"
     assert not (data / "saturation.key").exists()
     monkeypatch.setenv("CHARLM_ARTIFACTS", str(failing_run["artifacts"]))
-    records = list(model_index(failing_run["artifacts"])["model_id"])
+    index = model_index(failing_run["artifacts"])
+    records = list(index["model_id"])
     settings = load_profile(PROFILE).analysis["saturation"]
     env = {"CHARLM_ARTIFACTS": str(failing_run["artifacts"]), "CORPORA_DIR": str(failing_run["tmp"] / "corpora")}
     monkeypatch.setenv("CORPORA_DIR", env["CORPORA_DIR"])
     job = partial(analysis_job, "saturation", records, settings, str(data), env, 1, "cmd", str(data / "s.log"))
     assert job()["status"] == "computed" and (data / "saturation.key").exists()
     assert job()["status"] == "cached"
+    # the estimate's view of the same: read while the code, settings and models are those of the result
+    from reports.sections import cached_analyses
+
+    assert cached_analyses(["saturation"], records, {"saturation": settings}, data) == {"saturation"}
+    neural = set(index.loc[index["family"] == "neural", "model_id"])
+    assert 0 < len(neural) < len(records)
+    one = sorted(neural)[0]
+    assert cached_analyses(["saturation"], [m for m in records if m != one], {"saturation": settings}, data) == set()
+    # saturation reads checkpoints alone: it starts before the n-grams and n-NNs are built, and neither they nor
+    # their absence change its key (a cold run's result is read by the next run)
+    assert cached_analyses(["saturation"], sorted(neural), {"saturation": settings}, data) == {"saturation"}
+    assert job()["status"] == "cached"
+    assert cached_analyses(["saturation"], records, {"saturation": {**settings, "length": 123}}, data) == set()
     monkeypatch.setattr(type(analyses.saturation.ANALYSIS), "summary_table", _failing_plot)  # on the cached path too
     result = job()
     assert result["failed"] == f"ValueError: {INJECTED}" and result["stage"] == "the report section"
@@ -217,7 +231,8 @@ def test_keyboard_interrupt_in_an_analysis_stops_the_run(failing_run, monkeypatc
         raise KeyboardInterrupt
 
     monkeypatch.setattr(analyses.saturation, "compute", interrupted)
-    records = list(model_index(failing_run["artifacts"])["model_id"])
+    index = model_index(failing_run["artifacts"])
+    records = list(index["model_id"])
     data = failing_run["tmp"] / "interrupted"
     with pytest.raises(KeyboardInterrupt):
         analysis_job("saturation", records, load_profile(PROFILE).analysis["saturation"], str(data), {}, 1)
