@@ -108,12 +108,15 @@ def trailing_gains(val_losses: np.ndarray, window: int) -> np.ndarray:
     return np.array([final_gain(val_losses[: k + 1], window) for k in range(len(val_losses))])
 
 
+RATE_COLUMNS = ("rate_early", "rate_late", "rate_ratio", "remainder")  # gain_per_rate's, one per model
+
+
 def gain_per_rate(val_losses: np.ndarray, rates: np.ndarray, window: int, lag: int, decay: float) -> dict:
     """Validation gain per unit of learning rate over the last `window` epochs ("rate_late") and over the `window`
     epochs ending `lag` epochs earlier ("rate_early"), their ratio, and what the rest of the schedule would buy at
     the late rate ("remainder": rate_late x lr x d / (1 - d)). NaN where the curve is too short. Epoch k's gain is
     val[k - 1] - val[k], trained at epoch k's recorded rate."""
-    out = dict.fromkeys(("rate_early", "rate_late", "rate_ratio", "remainder"), float("nan"))
+    out = dict.fromkeys(RATE_COLUMNS, float("nan"))
     if len(val_losses) < window + lag + 1:
         return out
     gains, used = -np.diff(np.asarray(val_losses, float)), np.asarray(rates, float)[1:]
@@ -151,10 +154,10 @@ def per_model(df: pd.DataFrame) -> pd.DataFrame:
         else:
             verdict = f"no: still gaining {gain:.4f} nats/epoch" if falling else "yes"
         best = sub.loc[sub["val_loss"].idxmin()]
-        at_cap = stopped == "epochs"
-        rate = gain_per_rate(full["val_loss"].to_numpy() if at_cap else [], full["lr"].to_numpy(),
-                             int(sub["rate_window"].iloc[0]), int(sub["rate_lag"].iloc[0]),
-                             float(sub["lr_decay"].iloc[0]))  # fmt: skip
+        rate = dict.fromkeys(RATE_COLUMNS, float("nan"))  # read for the models the epoch cap stopped
+        if stopped == "epochs":
+            rate = gain_per_rate(full["val_loss"].to_numpy(), full["lr"].to_numpy(), int(sub["rate_window"].iloc[0]),
+                                 int(sub["rate_lag"].iloc[0]), float(sub["lr_decay"].iloc[0]))  # fmt: skip
         rows.append({
             **sub.iloc[0][["corpus", "arch", "label", "layers", "size", "budget", "dropout", "seed"]].to_dict(),
             "epochs": float(sub["epoch"].max()), "best_val": float(best["val_loss"]),
@@ -256,6 +259,7 @@ def findings(table: pd.DataFrame) -> list[Finding]:
 
 
 def _column(t: pd.DataFrame, name: str, form: str) -> pd.Series | str:
+    """A summary column of `t` formatted, "—" where a value (or the whole column) is missing."""
     return t[name].map(lambda x: form.format(x) if pd.notna(x) else "—") if name in t else "—"
 
 
@@ -300,8 +304,7 @@ class Convergence(Analysis):
             "corpus": t["corpus"], "models": t["models"], "early stopping": t["early_stopping"],
             "epoch cap": t["epoch_cap"], "convergence shortcut": t["shortcut"], "character budget": t["budget"],
             f"still gaining > {threshold} nats/epoch": t["still_falling"],
-            "largest final gain (nats/epoch)": t["largest_gain"].map(lambda g: f"{g:.4f}" if pd.notna(g) else "—")
-            if "largest_gain" in t else "—",
+            "largest final gain (nats/epoch)": _column(t, "largest_gain", "{:.4f}"),
             "gain per unit of rate, last vs earlier epochs (median ratio)": _column(t, "rate_ratio_median", "{:.2f}"),
             "rest of the schedule at the last rate (median nats)": _column(t, "remainder_median", "{:.3f}"),
         })  # fmt: skip

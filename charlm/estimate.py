@@ -466,7 +466,7 @@ class Estimate:
     later_read: int = 0  # how many more networks the analyses will read once they ship
     warm: bool = False  # the artifacts hold an earlier run's analysis results: analyses priced as if computed afresh
     cached: int = 0  # of the analyses, those whose earlier result is good for this run: priced as its read
-    fresh: dict = field(default_factory=dict)  # {job key: seconds computed afresh} of those read, for the projection
+    computed_s: dict = field(default_factory=dict)  # {job key: seconds computed afresh} of those read: the projection
 
     @property
     def wall_s(self) -> float:
@@ -478,7 +478,7 @@ class Estimate:
         per-model part) reads (networks + later) / networks times the networks, priced in proportion: a projection
         of what the profile's plan will cost, not a measurement."""
         scale = (self.read + self.later_read) / self.read if self.read else 1.0
-        grown = [dataclasses.replace(j, seconds=self.fresh.get(j.key, j.seconds) * scale) if j.work is None else j
+        grown = [dataclasses.replace(j, seconds=self.computed_s.get(j.key, j.seconds) * scale) if j.work is None else j
                  for j in self.jobs]  # fmt: skip  # cold: what this run reads is computed then
         return schedule(grown + self.later, self.workers) + self.render_s
 
@@ -548,19 +548,19 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
         job.seconds, bytes_, job.priced_by = pricer.price(job)
         disk += bytes_
     analyses = analyses + _unlisted_parts(pricer, analyses)
-    fresh = {}
+    computed_s = {}
     for job in analyses:
         name = job.key.split(":", 1)[1]  # "<analysis>" or, for a part, "<analysis>:<model>"
         job.seconds, job.priced_by = pricer.analysis(name, networks)
         if name.split(":")[0] in cached:
-            fresh[job.key] = job.seconds
+            computed_s[job.key] = job.seconds
             job.seconds, job.priced_by = pricer.cached(name)
     for job in later or []:
         job.seconds, _, job.priced_by = pricer.price(job)
     source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
     named = {j.key.split(":", 1)[1] for j in analyses if j.key.startswith("analysis:")}
     return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
-                    list(later or []), read[1], warm, len(named & set(cached)), fresh)  # fmt: skip
+                    list(later or []), read[1], warm, len(named & set(cached)), computed_s)  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

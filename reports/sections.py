@@ -56,16 +56,13 @@ def models_read(analysis: Analysis, index):
     return index if common.needs(analysis).predictions else index[index["family"] == "neural"].reset_index(drop=True)
 
 
-def analysis_key(name: str, index, profile_settings: dict) -> str:
-    """What an analysis's cached result in the report's data folder is good for: its source, its settings and the
-    models it reads (their ids, digests and folders); `analysis_job` reads the result instead of computing it when
-    its `<name>.key` holds this."""
-    analysis = common.load_analysis(name)
-    index = models_read(analysis, index)
+def analysis_key(analysis: Analysis, models, settings: dict) -> str:
+    """What an analysis's cached result in the report's data folder is good for: its source, its (resolved) settings
+    and the models it reads (`models_read`: their ids, digests and folders); `analysis_job` reads the result instead
+    of computing it when its `<name>.key` holds this."""
     return config_hash(
-        {"analysis": name, "source": common.source_digest(analysis),
-         "settings": common.settings(analysis, profile_settings),
-         "models": sorted(index["model_id"] + ":" + index["digest"].map(_text) + ":" + index["dir"])},
+        {"analysis": analysis.name, "source": common.source_digest(analysis), "settings": settings,
+         "models": sorted(models["model_id"] + ":" + models["digest"].map(_text) + ":" + models["dir"])},
         16,
     )  # fmt: skip
 
@@ -79,8 +76,13 @@ def cached_analyses(names: list[str], wanted: list[str], settings: dict[str, dic
         return set()
     index = model_index()
     index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
-    return {n for n in candidates
-            if (data / f"{n}.key").read_text().strip() == analysis_key(n, index, settings.get(n, {}))}  # fmt: skip
+    reused = set()
+    for name in candidates:
+        analysis = common.load_analysis(name)
+        key = analysis_key(analysis, models_read(analysis, index), common.settings(analysis, settings.get(name, {})))
+        if (data / f"{name}.key").read_text().strip() == key:
+            reused.add(name)
+    return reused
 
 
 def analysis_job(
@@ -103,7 +105,7 @@ def analysis_job(
         analysis = common.load_analysis(name)
         settings = common.settings(analysis, profile_settings)
         index = models_read(analysis, index)
-        key = analysis_key(name, index, profile_settings)
+        key = analysis_key(analysis, index, settings)
         if key_path.exists() and key_path.read_text().strip() == key and (data / f"{name}.findings.json").exists():
             status, result = "cached", Result.load(data, name)
         else:
