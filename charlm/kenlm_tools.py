@@ -92,6 +92,20 @@ SORT_MEMORY_CAP = 1 << 30  # measured on the Linux 21-gram: -S 800M peaks at 1.1
 # in about the same time (lmplz sorts in blocks on disk); the cap keeps two builds at once far under 6 GB
 
 
+SORT_BLOCK = "4M"  # lmplz's --sort_block (its default 64M): the same ARPA byte for byte (md5, War and Peace's
+# 21-gram), in 31 CPU-s instead of 41 (its threads wait on each other less: 17 s of system time becomes 10) (2026-11-29)
+PIPE_BYTES = 1 << 20  # the ARPA pipe's kernel buffer (Linux's default 64 KiB, its usual maximum 1 MiB): lmplz and the
+# reader swap turns 16 times less often; War and Peace's 21-gram cut in 34 s instead of 39 (2026-11-29)
+
+
+def wide_pipe(stream) -> None:
+    """Ask the kernel for a PIPE_BYTES buffer on a pipe (Linux's F_SETPIPE_SZ); elsewhere, or refused, as it was."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        import fcntl
+
+        fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+
+
 def default_memory(tokens: int, order: int) -> str:
     """lmplz sorting memory: enough to sort in RAM (~48 bytes per token and order), at most 1 GiB or 30% of RAM."""
     want = min(max(64 << 20, tokens * order * 48), SORT_MEMORY_CAP)
@@ -146,6 +160,7 @@ def lmplz_into_binary(
         lm_log.write((" ".join(lmplz_cmd) + " | " + " ".join(binary_cmd) + "\n").encode())
         lm_log.flush()
         lm = subprocess.Popen(lmplz_cmd, stdout=subprocess.PIPE, stderr=lm_log, stdin=subprocess.DEVNULL)
+        wide_pipe(lm.stdout)
         bb = subprocess.Popen(binary_cmd, stdin=subprocess.PIPE, stdout=bb_log, stderr=subprocess.STDOUT)
         total, head, broken = 0, b"", False
         try:
@@ -192,6 +207,7 @@ def lmplz_cut_into_binary(
         lm_log.write((" ".join(lmplz_cmd) + " | cut to the scored split | " + " ".join(binary_cmd) + "\n").encode())
         lm_log.flush()
         lm = subprocess.Popen(lmplz_cmd, stdout=subprocess.PIPE, stderr=lm_log, stdin=subprocess.DEVNULL)
+        wide_pipe(lm.stdout)
         total = 0
         try:
             while chunk := lm.stdout.read(1 << 20):

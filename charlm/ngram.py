@@ -50,6 +50,7 @@ from corpora.errors import UserError, add_corpus_arguments, parse_int_list, run_
 
 from . import predictions
 from .kenlm_tools import (
+    SORT_BLOCK,
     default_memory,
     find_tool,
     import_kenlm,
@@ -219,7 +220,8 @@ def build(
                 file=sys.stderr,
                 flush=True,
             )
-        lmplz_cmd = [str(lmplz), "-o", str(order), "--discount_fallback", "-S", memory, "-T", str(sort_tmp) + "/",
+        lmplz_cmd = [str(lmplz), "-o", str(order), "--discount_fallback", "-S", memory, "--sort_block", SORT_BLOCK,
+                     "-T", str(sort_tmp) + "/",
                      "--vocab_estimate", "4096", "--text", str(text)]  # fmt: skip
         cut: dict = {}
         if split is None:
