@@ -145,6 +145,11 @@ class Analysis:
     def compute_part(self, ctx: Context, part: str) -> None:
         raise NotImplementedError
 
+    def part_cached(self, ctx: Context, part: str) -> bool:
+        """Whether `compute_part(ctx, part)` would find its result in `ctx.cached` already (an earlier run's): the
+        estimate prices such a part as that read. False when unsure: the part is then priced as computed."""
+        return False
+
     def plot(self, result: Result):
         return None
 

@@ -546,6 +546,9 @@ class Cells(Analysis):
     def compute_part(self, ctx: Context, part: str) -> None:
         cells_probing.probe_one(ctx, part)
 
+    def part_cached(self, ctx: Context, part: str) -> bool:
+        return cells_probing.probed_before(ctx, part)
+
     def compute(self, ctx: Context) -> Result:
         """Every selected model of every corpus (lowest seed per configuration) probed on the same windows."""
         frames, arrays = cells_probing.probe_all(ctx)

@@ -469,11 +469,24 @@ def corpus_windows(ctx: Context, model: pd.Series, text: bytes, features: list[F
     return _WINDOWS[key]
 
 
+def chosen_features(style: str, s: dict) -> list[Feature]:
+    """The features probed on a text of this style: the settings' choice among those that apply (all by default)."""
+    wanted = list(s["features"] or [])
+    return [f for f in features_for(style) if not wanted or f.name in wanted]
+
+
+def records_key(ctx: Context, row: pd.Series, features: list[Feature]) -> dict:
+    """What one model's records are cached by: the model, the settings, the features and this module's source (and
+    what it imports)."""
+    s = ctx.settings
+    return {"model": ctx.digest(row), "settings": s, "features": [f.name for f in features],
+            "source": source_digest(sys.modules[__name__]), "split": s["split"]}  # fmt: skip
+
+
 def probe_corpus(ctx: Context, key: str, models: pd.DataFrame, text: bytes, style: str) -> CorpusSetup | None:
     """The windows and baselines of one corpus (None when none of the chosen features applies to its text)."""
     s = ctx.settings
-    wanted = list(s["features"] or [])
-    features = [f for f in features_for(style) if not wanted or f.name in wanted]
+    features = chosen_features(style, s)
     if not features:
         return None
     try:
@@ -495,10 +508,11 @@ def model_records(ctx: Context, setup: CorpusSetup, row: pd.Series) -> dict[str,
     base = {"corpus": row["corpus"], "arch": row["arch"], "model": _model_label(row, int(s["seeds"]) > 1),
             "model_id": row["model_id"], "seed": int(row["seed"]), "layers": int(row["layers"]),
             "size": int(row["size"])}  # fmt: skip
-    cache_key = {"model": ctx.digest(row), "settings": s, "features": [f.name for f in setup.features],
-                 "source": setup.source, "split": s["split"]}  # fmt: skip
-    return ctx.cached("cells", cache_key, lambda: pack(*probe_model(ctx.model(row), setup.windows, setup.features, s,
-                                                                    base, setup.baselines)))  # fmt: skip
+
+    def probe() -> dict[str, np.ndarray]:
+        return pack(*probe_model(ctx.model(row), setup.windows, setup.features, s, base, setup.baselines))
+
+    return ctx.cached("cells", records_key(ctx, row, setup.features), probe)
 
 
 def excerpts(setup: CorpusSetup) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
@@ -562,6 +576,20 @@ def model_ids(ctx: Context) -> list[str]:
     """The models `probe_all` probes, every corpus's (the analysis's parts)."""
     seeds = int(ctx.settings["seeds"])
     return [m for key in ctx.corpus_keys() for m in probed_models(ctx, key, seeds)["model_id"]]
+
+
+def probed_before(ctx: Context, model_id: str) -> bool:
+    """Whether `probe_one(ctx, model_id)` would read the model's records from the cache (the estimate's question):
+    the same key as `model_records`, without making the corpus's windows."""
+    s = ctx.settings
+    for key in ctx.corpus_keys():
+        models = probed_models(ctx, key, int(s["seeds"]))
+        if model_id in set(models["model_id"]):
+            text = ctx.text(models.iloc[0], s["split"])
+            features = chosen_features(style_of(str(models["corpus"].iloc[0]), text), s)
+            row = models[models["model_id"] == model_id].iloc[0]
+            return bool(features) and ctx.is_cached("cells", records_key(ctx, row, features))
+    return False
 
 
 def probe_one(ctx: Context, model_id: str) -> None:

@@ -332,11 +332,18 @@ class Context:
 
     # ---------------------------------------------------------------- anything else
 
+    def _cache_path(self, name: str, key: dict) -> Path:
+        return self.artifacts / CACHE_DIR / name / f"{config_hash(key, 16)}.npz"
+
+    def is_cached(self, name: str, key: dict) -> bool:
+        """Whether `cached(name, key, ...)` would read its arrays instead of computing them (unless damaged)."""
+        return self._cache_path(name, key).is_file()
+
     def cached(self, name: str, key: dict, compute: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         """Arrays computed from models (gradients, classifier results, probe scores), stored under
         artifacts/_cache/<name>/ and keyed by `key` (everything they were computed from: model ids,
         checkpoint digests, settings). A damaged file is recomputed with `repair`, else named."""
-        path = self.artifacts / CACHE_DIR / name / f"{config_hash(key, 16)}.npz"
+        path = self._cache_path(name, key)
         if path.exists():
             try:
                 with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as f:

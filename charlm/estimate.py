@@ -467,6 +467,7 @@ class Estimate:
     warm: bool = False  # the artifacts hold an earlier run's analysis results: analyses priced as if computed afresh
     cached: int = 0  # of the analyses, those whose earlier result is good for this run: priced as its read
     computed_s: dict = field(default_factory=dict)  # {job key: seconds computed afresh} of those read: the projection
+    cached_parts: int = 0  # per-model parts found in the cache, of analyses still to compute: priced as their read
 
     @property
     def wall_s(self) -> float:
@@ -515,6 +516,9 @@ class Estimate:
         if self.cached:
             lines.append(f"estimate: {self.cached} of the {len(analyses) - parts} analyses are read from an earlier "
                          "run's results (same code, settings and models), priced as that read")  # fmt: skip
+        if self.cached_parts:  # of analyses still to compute (a cached analysis's parts are counted with it)
+            lines.append(f"estimate: {self.cached_parts} of the {parts} per-model parts are read from an earlier "
+                         "run's cache (same code, settings and model), priced as that read")  # fmt: skip
         if self.warm and fresh:
             lines.append(f"estimate: these artifacts hold an earlier run's analysis results; the {fresh} analyses to "
                          "compute are priced as if computed afresh, so a run that reuses part of them ends "
@@ -541,7 +545,9 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
     out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
     read now and how many more they will then; `warm`: the artifacts hold an earlier run's analysis results (the
-    estimate then says it is an upper bound); `cached`: the analyses whose earlier result is good for this run."""
+    estimate then says it is an upper bound); `cached`: the analyses whose earlier result is good for this run
+    (reports.sections.cached_analyses) and the per-model parts ("<analysis>:<part>") found in the cache
+    (reports.sections.cached_parts): each priced as its read."""
     pricer = Pricer.here(profile_name, bench_s, workers)
     disk = 0.0
     for job in jobs:
@@ -552,15 +558,17 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     for job in analyses:
         name = job.key.split(":", 1)[1]  # "<analysis>" or, for a part, "<analysis>:<model>"
         job.seconds, job.priced_by = pricer.analysis(name, networks)
-        if name.split(":")[0] in cached:
+        if name in cached or name.split(":")[0] in cached:
             computed_s[job.key] = job.seconds
             job.seconds, job.priced_by = pricer.cached(name)
     for job in later or []:
         job.seconds, _, job.priced_by = pricer.price(job)
     source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
     named = {j.key.split(":", 1)[1] for j in analyses if j.key.startswith("analysis:")}
+    parts = {j.key.split(":", 1)[1] for j in analyses if j.key.startswith("part:")}
     return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
-                    list(later or []), read[1], warm, len(named & set(cached)), computed_s)  # fmt: skip
+                    list(later or []), read[1], warm, len(named & set(cached)), computed_s,
+                    len({p for p in parts if p in cached and p.split(":")[0] not in cached}))  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

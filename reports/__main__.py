@@ -42,7 +42,7 @@ from .pipeline import (
     networks_read,
     run,
 )
-from .sections import cached_analyses
+from .sections import cached_analyses, cached_parts
 
 EXIT_INCOMPLETE = 1  # the report was written without some sections or models
 DEFAULT_PROFILE = "reference"  # the shipped converged models: what `make report` runs
@@ -70,7 +70,10 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
     later = later_jobs(left_out, profile.splits, snapshots)
     data_dir = args.build_dir / profile.name / "data"  # where an earlier run's results lie, as `run` writes them
-    reused = cached_analyses(profile.analyses, sorted({m.model_id for m in models}), profile.analysis, data_dir)
+    wanted = sorted({m.model_id for m in models})
+    reused = cached_analyses(profile.analyses, wanted, profile.analysis, data_dir) | cached_parts(
+        profile.analyses, wanted, profile.analysis
+    )
     priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers, later=later,
                       read=networks_read(models, left_out), warm=holds_results(), cached=reused)  # fmt: skip
     by_model: dict[str, list] = {}

@@ -51,6 +51,7 @@ from .sections import (
     analysis_part_job,
     analysis_parts,
     cached_analyses,
+    cached_parts,
     error_line,
     failed_result,
     say,
@@ -253,7 +254,10 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     scheduler = options.scheduler or os.environ.get("DASK_SCHEDULER")
     bench_s = benchmark(workers)  # the machine's speed as the workers will find it: all of them at once
     later = later_jobs(left_out, profile.splits, snapshots)
-    reused = cached_analyses(profile.analyses, sorted({m.model_id for m in models}), profile.analysis, data_dir)
+    wanted = sorted({m.model_id for m in models})
+    reused = cached_analyses(profile.analyses, wanted, profile.analysis, data_dir) | cached_parts(
+        profile.analyses, wanted, profile.analysis
+    )
     plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
                              networks_read(models, left_out), warm=holds_results(), cached=reused)  # fmt: skip
     to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}

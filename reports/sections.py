@@ -85,6 +85,25 @@ def cached_analyses(names: list[str], wanted: list[str], settings: dict[str, dic
     return reused
 
 
+def cached_parts(names: list[str], wanted: list[str], settings: dict[str, dict]) -> set[str]:
+    """The per-model parts ("<analysis>:<part>", Analysis.parts) whose results a run would read from the cache
+    instead of computing (Analysis.part_cached), as the artifacts stand now; a part that cannot tell counts as
+    computed."""
+    index = model_index()
+    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+    found = set()
+    for name in names:
+        analysis = common.load_analysis(name)
+        if type(analysis).part_cached is Analysis.part_cached:  # it cannot tell: every part is priced as computed
+            continue
+        try:
+            ctx = Context(index, common.settings(analysis, settings.get(name, {})), repair=False)
+            found |= {f"{name}:{part}" for part in analysis.parts(ctx) if analysis.part_cached(ctx, part)}
+        except Exception:  # its job says what is wrong; the estimate prices its parts as computed
+            continue
+    return found
+
+
 def analysis_job(
     name: str, wanted: list[str], profile_settings: dict, data_dir: str, env: dict, threads: int, command: str = "",
     log: str | None = None,

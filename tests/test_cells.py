@@ -370,8 +370,20 @@ def test_every_architecture_gets_the_same_probes_and_the_result_feeds_every_view
     ctx = ctx_for(features=features)
     parts = cells.ANALYSIS.parts(ctx)
     assert len(parts) == len(archs) + 1  # one part per probed model
-    for part in parts:  # the pipeline's jobs: each model probed into the cache compute reads
+    assert not any(cells.ANALYSIS.part_cached(ctx, part) for part in parts)  # a cold cache: each priced as computed
+    cells.ANALYSIS.compute_part(ctx, parts[0])
+    assert [cells.ANALYSIS.part_cached(ctx, part) for part in parts] == [True] + [False] * len(archs)
+    for part in parts[1:]:  # the pipeline's jobs: each model probed into the cache compute reads
         cells.ANALYSIS.compute_part(ctx, part)
+    assert all(cells.ANALYSIS.part_cached(ctx, part) for part in parts)
+    # the estimate's view (reports.sections.cached_parts) is the cache's: other settings are another key
+    from reports.sections import cached_parts
+
+    wanted = sorted(model_index()["model_id"])
+    settings = {**SMALL, "features": features}
+    assert cached_parts(["cells"], wanted, {"cells": settings}) == {f"cells:{p}" for p in parts}
+    assert cached_parts(["cells"], wanted, {"cells": {**settings, "windows": 9}}) == set()
+    assert cached_parts(["cells", "saturation"], wanted, {"cells": settings}) == {f"cells:{p}" for p in parts}
     monkeypatch.setattr(cells_probing, "probe_model", lambda *a, **k: pytest.fail("a cached model was probed again"))
     result = cells.ANALYSIS.compute(ctx_for(features=features))
     df = result.table

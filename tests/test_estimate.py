@@ -127,6 +127,20 @@ def test_a_warm_run_is_priced_as_an_upper_bound_and_says_why(monkeypatch, tmp_pa
     fresh = est.estimate("rec", [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))],
                          [job("analysis:cells", after=["build:c/ngram"])], 1, 2, bench_s=1.0)  # fmt: skip
     assert read.projected_s == pytest.approx(fresh.projected_s) and fresh.projected_s > read.wall_s + 50
+    # a part found in the cache (reports.sections.cached_parts: a warm run that adds models) is priced as its read,
+    # its analysis as computed; the projection stays cold
+    def with_part(**options):
+        both = [job("part:cells:m1", after=["build:c/ngram"]), job("analysis:cells", after=["part:cells:m1"])]
+        return est.estimate("rec", [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))], both, 1, 2,
+                            bench_s=1.0, **options)  # fmt: skip
+
+    parts = with_part(warm=True, cached={"cells:m1"})
+    assert parts.jobs[1].seconds == pytest.approx(est.CACHED_S["part"]) and parts.jobs[2].seconds > 1
+    assert parts.cached == 0 and parts.cached_parts == 1
+    lines = parts.summary()
+    assert lines[0].startswith("estimate: wall time at most")  # its analysis may reuse more than its parts
+    assert "1 of the 1 per-model parts are read from an earlier run's cache" in "\n".join(lines)
+    assert parts.projected_s == pytest.approx(with_part().projected_s) and parts.projected_s > parts.wall_s + 30
 
 
 def test_a_plan_that_cannot_list_an_analysis_s_parts_yet_prices_the_recorded_ones(monkeypatch, tmp_path):
