@@ -3,7 +3,7 @@
 Karpathy et al. (2016) sec 4.2 and Fig 2 found LSTM cells that count the position in a line, turn on inside
 quotes, inside strings and comments and inside the parentheses of an `if`, and grow with the indentation of a
 block. They found them by looking. Here every architecture gets the same measurements, on the same windows of
-the test split (the per-model work is analyses/cells_probing.py; the figure analyses/cells_plot.py):
+the test split (probing one model: analyses/cells_probing.py; which models, cached one by one: cells_runs.py):
 
 1. Labels per character from raw text (`probes.features`; label t = the state after reading character t), computed
    on the text the model read: each window's state is warmed up from zero on the characters before it, and its
@@ -45,7 +45,7 @@ from corpora.errors import run_cli
 from probes.probe import LogisticProbe
 from probes.view import viewer_html
 
-from . import cells_plot, cells_probing
+from . import cells_plot, cells_probing, cells_runs
 from .base import Analysis, Claim, Finding, Result
 from .common import analysis_main, headline_id, whole
 from .context import Context, Needs
@@ -96,7 +96,7 @@ FAMILIES = {"lstm": "LSTM", "gru": "GRU", "gru-paper": "GRU", "rnn": "RNN"}  # L
 
 def tidy(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The records of every model as one table, in the order the analysis wrote them before its per-model work
-    moved to cells_probing: per corpus its excerpts, then per model its probes layer by layer, each layer's probes
+    moved to cells_runs: per corpus its excerpts, then per model its probes layer by layer, each layer's probes
     followed by each feature's best cell and its viewer rows. The excerpts' paper_cell stays in the "features"
     table (the cell rows carry it)."""
     parts = [frames[k].assign(record=k) for k in KINDS if k in frames and len(frames[k])]
@@ -157,13 +157,13 @@ def model_table(ctx: Context, probed: set[str]) -> pd.DataFrame:
     rows = []
     seeds = int(ctx.settings["seeds"])
     for key in ctx.corpus_keys():
-        models = cells_probing.probed_models(ctx, key, seeds)
+        models = cells_runs.probed_models(ctx, key, seeds)
         models = models[models["model_id"].isin(probed)] if not models.empty else models
         if models.empty:
             continue
         head = headline_id(models)
         for _, r in models.iterrows():
-            label = cells_probing._model_label(r, seeds > 1)
+            label = cells_runs._model_label(r, seeds > 1)
             rows.append({"corpus": r["corpus"], "model_id": r["model_id"], "model": label, "arch": r["arch"],
                          "layers": int(r["layers"]), "size": int(r["size"]), "budget": r["budget"],
                          "seed": int(r["seed"]), "chars_trained": whole(r["chars_trained"]),
@@ -541,17 +541,17 @@ class Cells(Analysis):
     )
 
     def parts(self, ctx: Context) -> list[str]:
-        return cells_probing.model_ids(ctx)
+        return cells_runs.model_ids(ctx)
 
     def compute_part(self, ctx: Context, part: str) -> None:
-        cells_probing.probe_one(ctx, part)
+        cells_runs.probe_one(ctx, part)
 
     def part_cached(self, ctx: Context, part: str) -> bool:
-        return cells_probing.probed_before(ctx, part)
+        return cells_runs.probed_before(ctx, part)
 
     def compute(self, ctx: Context) -> Result:
         """Every selected model of every corpus (lowest seed per configuration) probed on the same windows."""
-        frames, arrays = cells_probing.probe_all(ctx)
+        frames, arrays = cells_runs.probe_all(ctx)
         table = tidy(frames)
         probed = set(records(table, "probe")["model_id"]) if len(table) else set()
         models = model_table(ctx, probed)

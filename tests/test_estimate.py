@@ -127,6 +127,7 @@ def test_a_warm_run_is_priced_as_an_upper_bound_and_says_why(monkeypatch, tmp_pa
     fresh = est.estimate("rec", [job("build:c/ngram", work=Work("build", 10, "ngram n=3"))],
                          [job("analysis:cells", after=["build:c/ngram"])], 1, 2, bench_s=1.0)  # fmt: skip
     assert read.projected_s == pytest.approx(fresh.projected_s) and fresh.projected_s > read.wall_s + 50
+
     # a part found in the cache (reports.sections.cached_parts: a warm run that adds models) is priced as its read,
     # its analysis as computed; the projection stays cold
     def with_part(**options):
