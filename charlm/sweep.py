@@ -78,13 +78,13 @@ def run_graph(
     pool: Executor, jobs: list, workers: int, desc: str = "jobs", on_done: Callable[[Any, Any], None] | None = None
 ) -> dict[str, Any]:
     """Run a job graph (charlm.kinds.base.Job: `key`, `run`, `after`, `seconds`) on `workers` workers: whenever one
-    is free, the ready job with the longest remaining path starts (the order charlm.estimate.schedule assumes), so
+    is free, the ready job with the longest remaining path starts (the order charlm.schedule.schedule assumes), so
     an analysis that needs only checkpoints starts beside the models' scoring instead of after it. A job runs once
     the jobs before it have finished, failed or not (an analysis reads what was built). Returns {key: result or
     exception}; `on_done(job, result)` is
     called as each finishes. The progress line's time left is recomputed every second from the estimates
-    (charlm.estimate.Countdown), so it stays honest while one long job runs."""
-    from .estimate import Countdown, critical_paths, duration
+    (charlm.schedule.Countdown), so it stays honest while one long job runs."""
+    from .schedule import Countdown, critical_paths, duration
 
     priority = critical_paths(jobs)
     known = {j.key for j in jobs}

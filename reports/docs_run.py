@@ -113,7 +113,7 @@ def _signed(value, decimals: int = 3) -> str:
 
 
 def _duration(seconds) -> str:
-    from charlm.estimate import duration
+    from charlm.schedule import duration
 
     return "—" if seconds is None or pd.isna(seconds) else duration(float(seconds))
 

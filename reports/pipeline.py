@@ -36,11 +36,12 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, holds_results, model_index
-from charlm.estimate import benchmark, duration, estimate, record_run
+from charlm.estimate import benchmark, estimate, record_run
 from charlm.estimate import machine as est_machine
 from charlm.kinds import Job, Planned
 from charlm.paths import artifacts_root
 from charlm.plan import Profile, damage, left_out_line, plan_left_out
+from charlm.schedule import duration
 from charlm.shipped import install_shipped, installed
 from charlm.sweep import executor, run_graph
 from corpora import atomic

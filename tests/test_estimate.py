@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from charlm import estimate as est
+from charlm import schedule as sched
 from charlm.kinds.base import Job, Work
 
 
@@ -21,13 +22,13 @@ def job(key, seconds=0.0, after=(), work=None):
 def test_schedule_runs_the_longest_remaining_path_first():
     # two workers: a (10) and b (5) start at once; c (4) waits for a: done at 14 (b's worker idles from 5)
     jobs = [job("b", 5), job("a", 10), job("c", 4, after=["a"])]
-    assert est.schedule(jobs, 2) == pytest.approx(14)
-    assert est.schedule(jobs, 1) == pytest.approx(19)  # one worker: the sum
+    assert sched.schedule(jobs, 2) == pytest.approx(14)
+    assert sched.schedule(jobs, 1) == pytest.approx(19)  # one worker: the sum
     # longest path first: d (1) -> e (20) must start before f (15), else the wall time is 1 + 20 + ... later
     jobs = [job("f", 15), job("d", 1), job("e", 20, after=["d"])]
-    assert est.critical_paths(jobs)["d"] == pytest.approx(21)
-    assert est.schedule(jobs, 2) == pytest.approx(21)
-    assert est.schedule([job("x", 3, after=["not in this run"])], 1) == pytest.approx(3)  # done before
+    assert sched.critical_paths(jobs)["d"] == pytest.approx(21)
+    assert sched.schedule(jobs, 2) == pytest.approx(21)
+    assert sched.schedule([job("x", 3, after=["not in this run"])], 1) == pytest.approx(3)  # done before
 
 
 def record(profile="rec", bench=1.0, **jobs):
@@ -120,7 +121,7 @@ def test_a_warm_run_is_priced_as_an_upper_bound_and_says_why(monkeypatch, tmp_pa
                         cached={"cells"})  # fmt: skip
     assert read.wall_s == pytest.approx(12 + est.CACHED_S["analysis"] + 20)
     lines = read.summary()
-    assert lines[0].startswith(f"estimate: wall time about {est.duration(read.wall_s)}")
+    assert lines[0].startswith(f"estimate: wall time about {sched.duration(read.wall_s)}")
     assert "1 of the 1 analyses are read from an earlier run's results" in "\n".join(lines)
     assert not any("priced as if computed afresh" in line for line in lines)
     # the projection is of a cold run: what this run reads is computed there
@@ -163,7 +164,7 @@ def test_a_plan_that_cannot_list_an_analysis_s_parts_yet_prices_the_recorded_one
 
 def test_the_countdown_never_runs_out_while_a_job_runs():
     a, b = job("a", 100), job("b", 50, after=["a"])
-    clock = est.Countdown([a, b], workers=1)
+    clock = sched.Countdown([a, b], workers=1)
     clock.started["a"] = 0.0
     assert clock.left(now=40.0) == pytest.approx(60 + 50)
     # past its estimate: the machine is slower than priced, so the rest is priced at that pace (at most 4x), and the
@@ -178,7 +179,7 @@ def test_jobs_that_found_their_work_cached_do_not_shorten_the_rest():
     """A warm run's cached parts finish at once: the analyses still to run keep their estimates."""
     parts = [job(f"part:{k}", 10) for k in range(5)]
     rest = job("analysis:samples", 60, after=[p.key for p in parts])
-    clock = est.Countdown([*parts, rest], workers=1)
+    clock = sched.Countdown([*parts, rest], workers=1)
     for p in parts:
         clock.started[p.key], clock.finished[p.key] = 0.0, 0.5
     assert clock.speed(now=1.0) == 1.0 and clock.left(now=1.0) == pytest.approx(60)
@@ -215,7 +216,7 @@ def test_the_benchmark_times_every_worker_at_once_in_wall_seconds(monkeypatch):
 
 
 def test_durations_read_as_people_say_them():
-    assert [est.duration(s) for s in (0.4, 59, 61, 3599, 3600 * 5 + 60 * 7, 86400 * 3)] == [
+    assert [sched.duration(s) for s in (0.4, 59, 61, 3599, 3600 * 5 + 60 * 7, 86400 * 3)] == [
         "0 s", "59 s", "1 min 01 s", "59 min 59 s", "5 h 07 min", "3.0 days"]  # fmt: skip
 
 
