@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analyses import common
 from analyses.base import Analysis, Result
-from analyses.context import Context, MissingInput, model_index
+from analyses.context import Context, MissingInput, holds_results, model_index
 from analyses.prose import VERDICT_LABELS, sentence, verdict_lines
 from charlm.kinds import worker_env
 from charlm.paths import config_hash
@@ -89,6 +89,8 @@ def cached_parts(names: list[str], wanted: list[str], settings: dict[str, dict])
     """The per-model parts ("<analysis>:<part>", Analysis.parts) whose results a run would read from the cache
     instead of computing (Analysis.part_cached), as the artifacts stand now; a part that cannot tell counts as
     computed."""
+    if not holds_results():  # a cold run: nothing to look for
+        return set()
     index = model_index()
     index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
     found = set()
