@@ -369,6 +369,7 @@ class Estimate:
     cached: int = 0  # of the analyses, those whose earlier result is good for this run: priced as its read
     computed_s: dict = field(default_factory=dict)  # {job key: seconds computed afresh} of those read: the projection
     cached_parts: int = 0  # per-model parts found in the cache, of analyses still to compute: priced as their read
+    reused_models: int = 0  # models built before this run (no job of theirs here): the projection cannot be a cold one
 
     @property
     def wall_s(self) -> float:
@@ -424,7 +425,13 @@ class Estimate:
             lines.append(f"estimate: these artifacts hold an earlier run's analysis results; the {fresh} analyses to "
                          "compute are priced as if computed afresh, so a run that reuses part of them ends "
                          "sooner")  # fmt: skip
-        if self.later:
+        if self.later and self.reused_models:  # the models built before have no job here: this run cannot price it cold
+            lines.append(
+                f"estimate: this profile once the models left out ship ({len(self.later)}; not this run): this run "
+                f"reuses {self.reused_models} models built before, so a plan on a fresh artifacts folder prices it "
+                "cold (CHARLM_ARTIFACTS=$(mktemp -d) python -m reports --plan)"
+            )
+        elif self.later:
             reads = (
                 f"every analysis priced in proportion to the {self.read + self.later_read} networks it would read "
                 f"instead of {self.read}"
@@ -441,14 +448,15 @@ class Estimate:
 
 def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int, bench_s: float | None = None,
              later: list | None = None, read: tuple[int, int] = (0, 0), warm: bool = False,
-             cached: set[str] | frozenset[str] = frozenset()) -> Estimate:  # fmt: skip
+             cached: set[str] | frozenset[str] = frozenset(), reused_models: int = 0) -> Estimate:  # fmt: skip
     """Price `jobs` (model jobs, charlm.kinds.base.Job) and `analyses` (jobs whose `work` is None, key
     "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
     out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
     read now and how many more they will then; `warm`: the artifacts hold an earlier run's analysis results (the
     estimate then says it is an upper bound); `cached`: the analyses whose earlier result is good for this run
     (reports.sections.cached_analyses) and the per-model parts ("<analysis>:<part>") found in the cache
-    (reports.sections.cached_parts): each priced as its read."""
+    (reports.sections.cached_parts): each priced as its read; `reused_models`: the models built before this run, which
+    have no job in `jobs` (the projection then says it cannot be priced cold here)."""
     pricer = Pricer.here(profile_name, bench_s, workers)
     disk = 0.0
     for job in jobs:
@@ -467,9 +475,10 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     source = ", ".join(f"{r.profile} ({r.measured.get('date', '?')})" for r in pricer.records[:3]) or "no record"
     named = {j.key.split(":", 1)[1] for j in analyses if j.key.startswith("analysis:")}
     parts = {j.key.split(":", 1)[1] for j in analyses if j.key.startswith("part:")}
+    parts_read = {p for p in parts if p in cached and p.split(":")[0] not in cached}
     return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
-                    list(later or []), read[1], warm, len(named & set(cached)), computed_s,
-                    len({p for p in parts if p in cached and p.split(":")[0] not in cached}))  # fmt: skip
+                    list(later or []), read[1], warm, len(named & set(cached)), computed_s, len(parts_read),
+                    reused_models)  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

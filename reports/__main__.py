@@ -40,6 +40,7 @@ from .pipeline import (
     later_jobs,
     model_jobs,
     networks_read,
+    reused_models,
     run,
 )
 from .sections import cached_analyses, cached_parts
@@ -75,7 +76,8 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
         profile.analyses, wanted, profile.analysis
     )
     priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers, later=later,
-                      read=networks_read(models, left_out), warm=holds_results(), cached=reused)  # fmt: skip
+                      read=networks_read(models, left_out), warm=holds_results(), cached=reused,
+                      reused_models=reused_models(models, jobs))  # fmt: skip
     by_model: dict[str, list] = {}
     for job in jobs:
         by_model.setdefault(job.model.model_id, []).append(job)

@@ -161,6 +161,11 @@ def model_jobs(
     return jobs
 
 
+def reused_models(models: list[Planned], jobs: list[Job]) -> int:
+    """How many of a run's models were built before it (no job of theirs: their Predictions are there)."""
+    return len({m.model_id for m in models} - {j.model.model_id for j in jobs})
+
+
 def networks_read(models: list[Planned], left_out: list[Planned]) -> tuple[int, int]:
     """How many recurrent networks the analyses read (one per configuration and seed: a cell trained at several
     dropouts is read at the one validation chooses, analyses.context), and how many more once `left_out` ships."""
@@ -260,7 +265,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         profile.analyses, wanted, profile.analysis
     )
     plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
-                             networks_read(models, left_out), warm=holds_results(), cached=reused)  # fmt: skip
+                             networks_read(models, left_out), warm=holds_results(), cached=reused,
+                             reused_models=reused_models(models, jobs))  # fmt: skip
     to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}
     say(
         f"plan: {networks} neural models ({networks - len(to_train)} cached, {len(to_train)} to train), "

@@ -4,6 +4,7 @@ them; the countdown that never says "0 s left" while work remains. Answers known
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -242,6 +243,17 @@ def test_the_projection_adds_the_left_out_models_scoring_and_prices_analyses_by_
     assert "every analysis reading the same 10 networks" in same.summary()[-1]  # left out: other dropouts, stand-ins
     alone = est.estimate("rec", [scoring], [job("analysis:cells")], 10, 1, bench_s=1.0)
     assert alone.projected_s == pytest.approx(alone.wall_s) and "left out" not in " ".join(alone.summary())
+    # a run that reuses models built before has no job of theirs to price: it says where the cold projection is made
+    reusing = est.estimate("rec", [], [job("analysis:cells")], 10, 1, bench_s=1.0, later=later, read=(10, 5),
+                           reused_models=3)  # fmt: skip
+    line = reusing.summary()[-1]
+    assert "(1; not this run): this run reuses 3 models built before" in line and "--plan" in line
+    assert "cold, their scoring added" not in line
+
+    from reports.pipeline import reused_models
+
+    models = [SimpleNamespace(model_id=m) for m in ("a", "b", "c")]
+    assert reused_models(models, [SimpleNamespace(model=models[0]), SimpleNamespace(model=models[0])]) == 2
 
 
 def test_the_networks_the_analyses_read_count_a_cell_trained_at_several_dropouts_once():
