@@ -6,6 +6,7 @@ is reports/ship_status.py. Training them is reports/ship.py; the command line is
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 from pathlib import Path
@@ -162,8 +163,35 @@ def _uncommitted_files(sessions: list[dict]) -> list[str] | None:
     return sorted(files)
 
 
+SHORT_S = 300.0  # an interrupted session with no record whose next session started within this ran at most this long
+
+
+def _gap(session: dict, following: dict) -> float:
+    """Seconds from one session's start to the next one's."""
+    return (
+        dt.datetime.fromisoformat(following["started"]) - dt.datetime.fromisoformat(session["started"])
+    ).total_seconds()
+
+
+def _total(sessions: list[dict], key: str) -> tuple[float | None, int]:
+    """The sessions' `key` seconds summed, and how many sessions were left out as short: interrupted with no record
+    of it (killed before the first one, written every CPU_RECORD_S), the next session started within SHORT_S of it,
+    so it ran less than that. None when any other session has no record (it predates the record, or ran long)."""
+    total, short = 0.0, 0
+    for session, following in zip(sessions, [*sessions[1:], None]):
+        if key in session:
+            total += session[key]
+        elif session.get("interrupted") and following is not None and _gap(session, following) <= SHORT_S:
+            short += 1
+        else:
+            return None, 0
+    return round(total, 3), short
+
+
 def _provenance(sessions: list[dict]) -> dict:
     """How a model was made, from the sessions that trained it (provenance.json)."""
+    wall, _ = _total(sessions, "wall_seconds")
+    cpu, short = _total(sessions, "cpu_seconds")
     return {
         "command": sessions[0]["command"],
         "git_revisions": sorted({s["git"]["commit"] for s in sessions if s["git"]["commit"]}),
@@ -172,16 +200,11 @@ def _provenance(sessions: list[dict]) -> dict:
         "uncommitted_files": _uncommitted_files(sessions),
         "date": sessions[-1]["finished"],
         "machine": sessions[-1]["machine"],
-        # None when a session has no record of it (killed before wall seconds were recorded every CPU_RECORD_S)
-        "wall_seconds": (
-            round(sum(s["wall_seconds"] for s in sessions), 3) if all("wall_seconds" in s for s in sessions) else None
-        ),
-        # None when a session predates the record (models trained before CPU seconds were recorded, or killed
-        # before they were recorded every CPU_RECORD_S); a killed session counts its last record, at most
-        # CPU_RECORD_S short (and the work since its last resume state is done, and counted, again)
-        "cpu_seconds": (
-            round(sum(s["cpu_seconds"] for s in sessions), 3) if all("cpu_seconds" in s for s in sessions) else None
-        ),
+        # summed over the sessions (`_total`); a killed session counts its last record, at most CPU_RECORD_S short (and
+        # the work since its last resume state is done, and counted, again); None when one has no record of them
+        "wall_seconds": wall,
+        "cpu_seconds": cpu,
+        "short_sessions_uncounted": short,  # killed within SHORT_S with no record: each under SHORT_S, not counted
         "sessions": sessions,
     }
 

@@ -550,20 +550,27 @@ def test_status_tells_a_model_training_here_from_one_partly_trained_finished_or_
 
 
 def test_cpu_seconds_are_summed_over_sessions_and_unknown_when_one_was_interrupted():
-    def session(finished, cpu=None):
+    def session(finished, cpu=None, started="2026-11-29T10:00:00+00:00"):
         record = {"command": "c", "git": {"commit": "abc", "uncommitted_changes": False, "uncommitted_files": []},
-                  "machine": {}, "started": "t0", "finished": finished, "wall_seconds": 10.0}  # fmt: skip
+                  "machine": {}, "started": started, "finished": finished, "wall_seconds": 10.0}  # fmt: skip
         return record if cpu is None else {**record, "cpu_seconds": cpu}
 
-    assert ship_pack._provenance([session("t1", 4.0), session("t2", 5.5)])["cpu_seconds"] == 9.5
-    killed = {**session(None), "interrupted": True}  # killed before anything was recorded: unknown
-    assert ship_pack._provenance([killed, session("t2", 5.5)])["cpu_seconds"] is None
+    later = "2026-11-29T12:00:00+00:00"  # two hours after the sessions above start
+    assert ship_pack._provenance([session("t1", 4.0), session("t2", 5.5, later)])["cpu_seconds"] == 9.5
+    killed = {**session(None), "interrupted": True}  # killed before anything was recorded, and the next session
+    assert ship_pack._provenance([killed, session("t2", 5.5, later)])["cpu_seconds"] is None  # started 2 h later
+    # ... unless the next one started within SHORT_S of it: it ran less than that, and is said to be left out
+    soon = "2026-11-29T10:00:40+00:00"
+    provenance = ship_pack._provenance([killed, session("t2", 5.5, soon)])
+    assert provenance["cpu_seconds"] == 5.5 and provenance["short_sessions_uncounted"] == 1
+    assert ship_pack._provenance([session("t1", 4.0), killed])["cpu_seconds"] is None  # the last: no bound
     killed_later = {**session(None, 3.0), "interrupted": True}  # its last record of CPU seconds counts
-    assert ship_pack._provenance([killed_later, session("t2", 5.5)])["cpu_seconds"] == 8.5
+    assert ship_pack._provenance([killed_later, session("t2", 5.5, later)])["cpu_seconds"] == 8.5
     # wall seconds likewise: summed over every session, unknown when one has no record of them
-    assert ship_pack._provenance([killed_later, session("t2", 5.5)])["wall_seconds"] == 20.0
+    assert ship_pack._provenance([killed_later, session("t2", 5.5, later)])["wall_seconds"] == 20.0
     no_wall = {k: v for k, v in killed_later.items() if k != "wall_seconds"}
-    assert ship_pack._provenance([no_wall, session("t2", 5.5)])["wall_seconds"] is None
+    assert ship_pack._provenance([no_wall, session("t2", 5.5, later)])["wall_seconds"] is None
+    assert ship_pack._provenance([no_wall, session("t2", 5.5, soon)])["wall_seconds"] == 10.0
 
 
 def test_a_training_sessions_cpu_seconds_are_on_record_while_it_runs(tmp_path, monkeypatch):
