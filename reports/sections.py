@@ -48,6 +48,12 @@ def _text(value) -> str:
     return "" if value is None or value != value else str(value)
 
 
+def wanted_index(wanted: list[str]):
+    """The artifacts' model index, cut to the run's models."""
+    index = model_index()
+    return index[index["model_id"].isin(wanted)].reset_index(drop=True)
+
+
 def models_read(analysis: Analysis, index):
     """The models an analysis's result depends on, as its cache key and its Context see them: every model, or for one
     that reads checkpoints alone (Needs.predictions False) the neural networks alone. Such an analysis starts once the
@@ -74,8 +80,7 @@ def cached_analyses(names: list[str], wanted: list[str], settings: dict[str, dic
     candidates = [n for n in names if (data / f"{n}.key").is_file() and (data / f"{n}.findings.json").is_file()]
     if not candidates:
         return set()
-    index = model_index()
-    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+    index = wanted_index(wanted)
     reused = set()
     for name in candidates:
         analysis = common.load_analysis(name)
@@ -91,8 +96,7 @@ def cached_parts(names: list[str], wanted: list[str], settings: dict[str, dict])
     computed."""
     if not holds_results():  # a cold run: nothing to look for
         return set()
-    index = model_index()
-    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+    index = wanted_index(wanted)
     found = set()
     for name in names:
         analysis = common.load_analysis(name)
@@ -121,8 +125,7 @@ def analysis_job(
     stage = "setup"
     try:
         worker_env(env, threads)
-        index = model_index()  # built here, once the jobs this analysis waited for have finished
-        index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+        index = wanted_index(wanted)  # built here, once the jobs this analysis waited for have finished
         analysis = common.load_analysis(name)
         settings = common.settings(analysis, profile_settings)
         index = models_read(analysis, index)
@@ -163,8 +166,7 @@ def analysis_part_job(name: str, part: str, wanted: list[str], profile_settings:
     to the analysis's own job, which then computes the part itself and reports what fails."""
     try:
         worker_env(env, threads)
-        index = model_index()
-        index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+        index = wanted_index(wanted)
         analysis = common.load_analysis(name)
         ctx = Context(index, common.settings(analysis, profile_settings), repair=True, say=say)
         analysis.compute_part(ctx, part)
@@ -175,8 +177,7 @@ def analysis_part_job(name: str, part: str, wanted: list[str], profile_settings:
 
 def analysis_parts(name: str, wanted: list[str], profile_settings: dict) -> list[str]:
     """The parts of an analysis over the models built so far (none when its models are still to be trained)."""
-    index = model_index()
-    index = index[index["model_id"].isin(wanted)].reset_index(drop=True)
+    index = wanted_index(wanted)
     analysis = common.load_analysis(name)
     try:
         return analysis.parts(Context(index, common.settings(analysis, profile_settings), repair=False))
