@@ -15,27 +15,35 @@ the gap to Fig 1 before and after), by_corpus (those counted and averaged per co
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import numpy as np
 import pandas as pd
 
+from charlm.paths import complete_metrics
+
 from .base import Finding
 from .common import whole
-from .context import Context
+from .context import Context, index_row, select_by_validation
 
 COLUMNS = ["corpus", "arch", "layers", "size", "budget", "dropout", "seed", "val_loss", "ce_nats", "ce_std",
            "selected", "model_id", "group_id"]  # fmt: skip
 
 
 def measure(ctx: Context, archs: tuple[str, ...], split: str, resamples: int) -> pd.DataFrame:
-    """Every model of the configurations (`variant`) trained at more than one dropout: its test cross-entropy, its
-    validation loss and whether validation chose its dropout."""
+    """Every model of the configurations (`variant`) trained at more than one dropout: its validation loss, whether
+    validation chose its dropout, and its test cross-entropy where something reads it: at the dropout validation
+    chose (what the analyses read) and at dropout 0 (what the choice is measured against). The test split of a
+    dropout validation did not choose is never read (NaN here), as the recipe says, and the report does not score it
+    (`unread_networks`)."""
     every = ctx.models(arch=archs, all_dropouts=True, required=False)
     if every.empty:
         return pd.DataFrame(columns=COLUMNS)
     tried = every[every.groupby("variant")["dropout"].transform("nunique") > 1]
     rows = []
     for _, row in tried.iterrows():
-        mean, std = ctx.predictions(row, split).cross_entropy(resamples)
+        read = bool(row["selected"]) or float(row["dropout"]) == 0.0
+        mean, std = ctx.predictions(row, split).cross_entropy(resamples) if read else (np.nan, np.nan)
         rows.append({
             "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
             "budget": row["budget"], "dropout": float(row["dropout"]), "seed": whole(row["seed"]),
@@ -118,3 +126,32 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
                 text += "; against Fig 1 in {fig1_cells} of them, the mean gap stays {before:+.3f}"
         out.append(Finding(text, v, corpus=r["corpus"]))
     return out
+
+
+def unread_networks(models: list) -> dict[str, float]:
+    """{model id: the dropout validation chose instead} for every network of a run (its charlm.kinds.Planned models)
+    whose test split no analysis reads, so that the run does not score it: a dropout above 0 that validation did not
+    choose for its configuration (Karpathy et al. sec 3.3: the amount of dropout is chosen on validation; the
+    analyses read the chosen one, select_by_validation, and `measure` reads dropout 0 beside it, as what the choice
+    bought is measured against). Decided from the validation losses the models' metrics hold (built, or shipped to
+    be installed) by the analyses' own rule on the same models; a configuration with a network still to train is
+    left whole, since its choice is not known before the run."""
+    rows, open_variants = [], set()
+    for m in models:
+        if m.kind.name != "neural" or not hasattr(m.config, "dropout"):
+            continue
+        metrics = complete_metrics(m.directory / "metrics.json")
+        if metrics is None and m.shipped is not None:
+            metrics = complete_metrics(m.shipped / "metrics.json")
+        if metrics is None:  # to train in this run: its configuration's choice waits for it
+            planned = {"train_config": asdict(m.config), "corpus_key": m.corpus.key, "kind": "charlm"}
+            open_variants.add(m.kind.index_row(planned, m.directory)["variant"])
+            continue
+        rows.append(index_row(metrics, m.directory))
+    if not rows:
+        return {}
+    index = select_by_validation(pd.DataFrame(rows))
+    index = index[index["family"] == "neural"]
+    chosen = index[index["selected"]].groupby("variant")["dropout"].first()
+    unread = index[~index["selected"] & (index["dropout"] > 0) & ~index["variant"].isin(open_variants)]
+    return {m: float(chosen.get(v, 0.0)) for m, v in zip(unread["model_id"], unread["variant"])}

@@ -370,6 +370,7 @@ class Estimate:
     computed_s: dict = field(default_factory=dict)  # {job key: seconds computed afresh} of those read: the projection
     cached_parts: int = 0  # per-model parts found in the cache, of analyses still to compute: priced as their read
     reused_models: int = 0  # models built before this run (no job of theirs here): the projection cannot be a cold one
+    left_out: int = 0  # the models left out until they ship (`later` holds the scoring of those that will be scored)
 
     @property
     def wall_s(self) -> float:
@@ -425,13 +426,14 @@ class Estimate:
             lines.append(f"estimate: these artifacts hold an earlier run's analysis results; the {fresh} analyses to "
                          "compute are priced as if computed afresh, so a run that reuses part of them ends "
                          "sooner")  # fmt: skip
-        if self.later and self.reused_models:  # the models built before have no job here: this run cannot price it cold
+        left_out = max(self.left_out, len(self.later))
+        if left_out and self.reused_models:  # the models built before have no job here: this run cannot price it cold
             lines.append(
-                f"estimate: this profile once the models left out ship ({len(self.later)}; not this run): this run "
+                f"estimate: this profile once the models left out ship ({left_out}; not this run): this run "
                 f"reuses {self.reused_models} models built before, so a plan on a fresh artifacts folder prices it "
                 "cold (CHARLM_ARTIFACTS=$(mktemp -d) python -m reports --plan)"
             )
-        elif self.later:
+        elif left_out:
             reads = (
                 f"every analysis priced in proportion to the {self.read + self.later_read} networks it would read "
                 f"instead of {self.read}"
@@ -439,16 +441,17 @@ class Estimate:
                 else f"every analysis reading the same {self.read} networks"
             )
             lines.append(
-                f"estimate: this profile once the models left out ship ({len(self.later)}; not this run): about "
+                f"estimate: this profile once the models left out ship ({left_out}; not this run): about "
                 f"{duration(self.projected_s)} cold, their scoring added and {reads} (each cell at the dropout "
-                "validation chooses)"
+                "validation chooses; a network of dropout above 0 is priced unscored, as if validation keeps 0)"
             )
         return lines
 
 
 def estimate(profile_name: str, jobs: list, analyses: list, networks: int, workers: int, bench_s: float | None = None,
              later: list | None = None, read: tuple[int, int] = (0, 0), warm: bool = False,
-             cached: set[str] | frozenset[str] = frozenset(), reused_models: int = 0) -> Estimate:  # fmt: skip
+             cached: set[str] | frozenset[str] = frozenset(), reused_models: int = 0,
+             left_out: int = 0) -> Estimate:  # fmt: skip
     """Price `jobs` (model jobs, charlm.kinds.base.Job) and `analyses` (jobs whose `work` is None, key
     "analysis:<name>") in place, and schedule them. `later`: the scoring jobs of the models a shipping profile leaves
     out until they ship, priced for the projection (`Estimate.projected_s`); `read`: how many networks the analyses
@@ -456,7 +459,8 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     estimate then says it is an upper bound); `cached`: the analyses whose earlier result is good for this run
     (reports.sections.cached_analyses) and the per-model parts ("<analysis>:<part>") found in the cache
     (reports.sections.cached_parts): each priced as its read; `reused_models`: the models built before this run, which
-    have no job in `jobs` (the projection then says it cannot be priced cold here)."""
+    have no job in `jobs` (the projection then says it cannot be priced cold here); `left_out`: how many models are left
+    out (some of which `later` may not score)."""
     pricer = Pricer.here(profile_name, bench_s, workers)
     disk = 0.0
     for job in jobs:
@@ -478,7 +482,7 @@ def estimate(profile_name: str, jobs: list, analyses: list, networks: int, worke
     parts_read = {p for p in parts if p in cached and p.split(":")[0] not in cached}
     return Estimate(jobs + analyses, workers, pricer.render(), disk, pricer.speed, f"the runs of {source}", read[0],
                     list(later or []), read[1], warm, len(named & set(cached)), computed_s, len(parts_read),
-                    reused_models)  # fmt: skip
+                    reused_models, left_out)  # fmt: skip
 
 
 def _unlisted_parts(pricer: Pricer, analyses: list) -> list:

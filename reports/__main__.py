@@ -18,6 +18,7 @@ import pandas as pd
 
 from analyses import common
 from analyses.context import holds_results
+from analyses.dropout_choice import unread_networks
 from charlm.adopt import ENCODINGS
 from charlm.estimate import Estimate, estimate
 from charlm.kinds import Planned
@@ -70,6 +71,7 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     commands = dict.fromkeys(profile.analyses, "")
     analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
     later = later_jobs(left_out, profile.splits, snapshots)
+    unread = unread_networks(models)
     data_dir = args.build_dir / profile.name / "data"  # where an earlier run's results lie, as `run` writes them
     wanted = sorted({m.model_id for m in models})
     reused = cached_analyses(profile.analyses, wanted, profile.analysis, data_dir) | cached_parts(
@@ -77,7 +79,7 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     )
     priced = estimate(profile.name, jobs, analyses, sum(m.kind.recurrent for m in models), workers, later=later,
                       read=networks_read(models, left_out), warm=holds_results(), cached=reused,
-                      reused_models=reused_models(models, jobs))  # fmt: skip
+                      reused_models=reused_models(models, jobs, unread), left_out=len(left_out))  # fmt: skip
     by_model: dict[str, list] = {}
     for job in jobs:
         by_model.setdefault(job.model.model_id, []).append(job)
@@ -86,6 +88,8 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
         mine = by_model.get(m.model_id, [])
         status = "to train" if any(j.work.what in ("train", "build") for j in mine) else (
             "to score" if mine else "done")  # fmt: skip
+        if m.model_id in unread:
+            status += f", not scored (validation chose dropout {unread[m.model_id]:g})"
         if m.stand_in_for:
             status += f" (stands in for {m.stand_in_for})"
         rows.append({"corpus": m.corpus.name, "kind": m.kind.name, **m.kind.describe(m), "model": m.model_id,

@@ -36,6 +36,7 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, holds_results, model_index
+from analyses.dropout_choice import unread_networks
 from charlm.estimate import benchmark, estimate, record_run
 from charlm.estimate import machine as est_machine
 from charlm.kinds import Job, Planned
@@ -148,8 +149,9 @@ def model_jobs(
     will_install: bool = False,
 ) -> list[Job]:
     """Every model's jobs (its kind makes them: train, build, score); with `repair`, damaged artifacts are removed
-    first. With `will_install` (`--plan`, which installs nothing), a shipped model counts as built: it will be."""
-    jobs = []
+    first. With `will_install` (`--plan`, which installs nothing), a shipped model counts as built: it will be. A
+    network whose test split nothing reads (analyses.dropout_choice.unread_networks) is not scored."""
+    jobs, unread = [], unread_networks(models)
     for m in models:
         problem = problems[m.model_id]
         if problem not in (None, "not built") and repair:
@@ -157,13 +159,15 @@ def model_jobs(
             shutil.rmtree(m.directory, ignore_errors=True)
         if problem == "not built" and m.shipped is not None and will_install:
             problem = None
-        jobs += m.kind.jobs(m, env, threads, splits, snapshots, problem)
+        mine = m.kind.jobs(m, env, threads, splits, snapshots, problem)
+        jobs += [j for j in mine if m.model_id not in unread or j.work is None or j.work.what != "score"]
     return jobs
 
 
-def reused_models(models: list[Planned], jobs: list[Job]) -> int:
-    """How many of a run's models were built before it (no job of theirs: their Predictions are there)."""
-    return len({m.model_id for m in models} - {j.model.model_id for j in jobs})
+def reused_models(models: list[Planned], jobs: list[Job], unread=()) -> int:
+    """How many of a run's models were built before it (no job of theirs: their Predictions are there), those not
+    scored because nothing reads them (`unread`: analyses.dropout_choice.unread_networks) aside."""
+    return len({m.model_id for m in models} - {j.model.model_id for j in jobs} - set(unread))
 
 
 def networks_read(models: list[Planned], left_out: list[Planned]) -> tuple[int, int]:
@@ -183,9 +187,15 @@ def networks_read(models: list[Planned], left_out: list[Planned]) -> tuple[int, 
 
 def later_jobs(left_out: list[Planned], splits: str, snapshots: bool) -> list[Job]:
     """The scoring each model left out (a shipping profile's, not shipped yet) will add to the run once it ships, as
-    if installed: what the estimate's projection prices."""
-    return [j for m in left_out for j in m.kind.jobs(m, {}, 1, splits, snapshots, None)
-            if j.work is not None and j.work.what == "score"]  # fmt: skip
+    if installed: what the estimate's projection prices. A network of dropout above 0 is scored only where
+    validation chooses it (analyses.dropout_choice.unread_networks), which no one knows before it is trained: the
+    projection prices it unscored, as if validation keeps dropout 0 (its summary says so)."""
+    return [
+        j
+        for m in left_out
+        for j in m.kind.jobs(m, {}, 1, splits, snapshots, None)
+        if j.work is not None and j.work.what == "score" and not float(getattr(m.config, "dropout", 0) or 0) > 0
+    ]
 
 
 def analysis_jobs(profile: Profile, models: list[Planned], model_jobs: list, data_dir: Path, log_dir: Path,
@@ -250,6 +260,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     problems = {m.model_id: damage(m) for m in models}  # each checkpoint hashed once per run
     snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
     jobs = model_jobs(models, problems, env, threads, profile.splits, snapshots)
+    unread = unread_networks(models)
     commands = {
         name: reproduce_command(name, options.profile_arg or profile.name, options.corpora_override,
                                 profile.analysis.get(name, {}))
@@ -266,7 +277,7 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
     )
     plan_estimate = estimate(profile.name, jobs, analyses, networks, workers, bench_s, later,
                              networks_read(models, left_out), warm=holds_results(), cached=reused,
-                             reused_models=reused_models(models, jobs))  # fmt: skip
+                             reused_models=reused_models(models, jobs, unread), left_out=len(left_out))  # fmt: skip
     to_train = {j.model.model_id for j in jobs if j.work.what == "train" and j.model.kind.recurrent}
     say(
         f"plan: {networks} neural models ({networks - len(to_train)} cached, {len(to_train)} to train), "
@@ -274,6 +285,9 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
         f"{len(jobs)} model jobs; analyses {', '.join(profile.analyses)}; "
         + (f"on the Dask cluster at {scheduler}" if scheduler else f"{workers} local worker(s) x {threads} thread(s)")
     )
+    if unread:
+        say(f"  {len(unread)} network(s) at a dropout validation did not choose are not scored: no analysis reads "
+            "their test split (--plan names them)")  # fmt: skip
     for m in models:
         if m.model_id in to_train:
             c = m.config

@@ -254,6 +254,12 @@ def test_the_projection_adds_the_left_out_models_scoring_and_prices_analyses_by_
 
     models = [SimpleNamespace(model_id=m) for m in ("a", "b", "c")]
     assert reused_models(models, [SimpleNamespace(model=models[0]), SimpleNamespace(model=models[0])]) == 2
+    assert reused_models(models, [SimpleNamespace(model=models[0])], {"c": 0.0}) == 1  # c: unread, not reused
+    # left out: networks of dropout above 0 alone, priced unscored (no scoring to add): the line still counts them
+    grid = est.estimate("rec", [scoring], [job("analysis:cells")], 10, 1, bench_s=1.0, later=[], read=(10, 0),
+                        left_out=2)  # fmt: skip
+    line = grid.summary()[-1]
+    assert "(2; not this run)" in line and "priced unscored" in line and grid.projected_s == pytest.approx(grid.wall_s)
 
 
 def test_the_networks_the_analyses_read_count_a_cell_trained_at_several_dropouts_once():

@@ -172,6 +172,35 @@ def test_a_damaged_checkpoint_is_retrained_and_said_so(tmp_path, monkeypatch, sm
     ).read_text() == before  # same seed, same numbers
 
 
+def test_a_dropout_validation_did_not_choose_is_not_scored(tmp_path, monkeypatch, small_text_file):
+    """Fig 1's cells at dropout 0 and 0.25 (Karpathy et al. sec 3.3: chosen on validation). Where validation prefers
+    0, the 0.25 network's test split is read by nothing, so the run does not score it; where it prefers 0.25, both are
+    scored (dropout 0 is what the choice bought is measured against); a configuration with a network still to train
+    is scored whole, its choice unknown before the run."""
+    from analyses.dropout_choice import unread_networks
+
+    profile = dataclasses.replace(
+        load_profile("smoke"), ablations={}, baselines={},
+        grid=[{"types": ["lstm", "rnn", "gru"], "layers": [1], "budgets": [8], "dropouts": [0.0, 0.25]}],
+    )  # fmt: skip
+    monkeypatch.setenv("CHARLM_ARTIFACTS", str(tmp_path / "artifacts"))
+    _, models = plan(profile, [str(small_text_file)])
+    val = {"lstm": (1.0, 1.1), "rnn": (1.2, 1.1), "gru": (1.0, 1.1)}  # validation at dropout 0 and 0.25
+    for m in models:
+        if m.config.arch == "gru" and m.config.dropout > 0:
+            continue  # still to train
+        m.directory.mkdir(parents=True)
+        metrics = {"complete": True, "kind": "charlm", "model_id": m.model_id, "corpus_key": m.corpus.key,
+                   "train_config": dataclasses.asdict(m.config),
+                   "best_val_loss": val[m.config.arch][m.config.dropout > 0]}  # fmt: skip
+        (m.directory / "metrics.json").write_text(json.dumps(metrics))
+    by = {(m.config.arch, m.config.dropout): m.model_id for m in models}
+    assert unread_networks(models) == {by["lstm", 0.25]: 0.0}
+    scored = {j.model.model_id for j in model_jobs(models, dict.fromkeys(by.values()), {}, 1, "contiguous", False)
+              if j.work.what == "score"}  # fmt: skip
+    assert scored == set(by.values()) - {by["lstm", 0.25]}
+
+
 @pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
 def test_a_fresh_folder_runs_the_smoke_report_on_the_shipped_corpus(tmp_path):
     """A new user's first command on a fresh clone: no CORPORA_DIR, no network, nothing cached. The shipped War and
