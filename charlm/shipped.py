@@ -86,6 +86,30 @@ def install(folder: Path, destination: Path) -> Path:
     return destination
 
 
+def as_shipped(folder: Path, destination: Path) -> bool:
+    """Give a model trained here the snapshot list it ships with; True when that changed its metrics.json.
+
+    Training keeps every snapshot it takes; the repository ships the first (all of them for the headline LSTM), and
+    the shipped metrics.json lists those. The analyses read the snapshots a model's metrics.json lists, so on the
+    machine that trained a shipped model a report would read more of them than a fresh clone's (training_dynamics,
+    vanishing). Where the two metrics.json differ in their snapshot list alone, the artifacts' becomes the shipped one
+    and the training's is kept beside it as metrics.trained.json; the snapshot files stay where they are."""
+    path = Path(destination) / "metrics.json"
+    try:
+        shipped, local = json.loads((Path(folder) / "metrics.json").read_text()), json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    listing = ("snapshots", "snapshots_trained")  # the shipped list, and how many training took (pack adds it)
+    rest = [{k: v for k, v in m.items() if k not in (*listing, INSTALLED_FROM)} for m in (shipped, local)]
+    if rest[0] != rest[1] or local.get("snapshots") == shipped.get("snapshots"):
+        return False
+    kept = path.with_name("metrics.trained.json")
+    if not kept.exists():
+        atomic.write_json(kept, local)
+    atomic.write_json(path, {**local, **{k: shipped[k] for k in listing if k in shipped}})
+    return True
+
+
 def installed(destination: Path) -> bool:
     """Whether an artifact folder holds an installed shipped model (rather than one trained here)."""
     metrics = complete_metrics(Path(destination) / "metrics.json")
@@ -113,6 +137,9 @@ def install_shipped(
             continue
         if is_whole(destination):
             outcome[model_id] = "present"
+            if as_shipped(folder, destination):
+                say(f"shipped model {model_id}: trained here with more snapshots than it ships; the report reads "
+                    "the shipped ones, as a fresh clone does (the training's list: metrics.trained.json)")  # fmt: skip
             continue
         problem = damaged_files(folder)
         if problem:

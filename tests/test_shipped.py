@@ -345,6 +345,29 @@ def test_the_report_installs_shipped_models_and_trains_none(tiny_shipped, tmp_pa
     assert "(0 installed now, 2 already in the artifacts)" in capsys.readouterr().out
 
 
+def test_a_model_trained_here_is_read_with_the_snapshots_it_ships(tiny_shipped, tmp_path):
+    """On the machine that trained a shipped model the artifacts hold every snapshot training took, the repository
+    the ones it ships (the RNN its first of 3; the headline LSTM all 3): the report reads the shipped list, as a fresh
+    clone does, keeps the training's beside it and touches no snapshot file; a model whose lists agree is left as
+    it is, and a second run changes nothing."""
+    trained = tmp_path / "trained"
+    rnn, lstm = next(trained.glob("*/rnn-*")), next(trained.glob("*/lstm-*"))
+    ships = shipped.shipped_folder("tiny", rnn.parent.name, rnn.name, tmp_path / "models") / "metrics.json"
+    ships = json.loads(ships.read_text())["snapshots"]
+    local = json.loads((rnn / "metrics.json").read_text())
+    assert len(local["snapshots"]) == 3 and len(ships) < 3  # training kept 3, the repository ships fewer
+    files, lstm_metrics = sorted((rnn / "snapshots").iterdir()), (lstm / "metrics.json").read_bytes()
+    wanted = [(d.parent.name, d.name, d) for d in (rnn, lstm)]
+    said = []
+    outcome = shipped.install_shipped("tiny", wanted, said.append, root=tmp_path / "models")
+    assert set(outcome.values()) == {"present"} and len(said) == 1 and rnn.name in said[0]
+    assert json.loads((rnn / "metrics.json").read_text())["snapshots"] == ships
+    assert json.loads((rnn / "metrics.trained.json").read_text()) == local
+    assert sorted((rnn / "snapshots").iterdir()) == files and (lstm / "metrics.json").read_bytes() == lstm_metrics
+    assert shipped.install_shipped("tiny", wanted, said.append, root=tmp_path / "models") == outcome
+    assert len(said) == 1 and not (lstm / "metrics.trained.json").exists()
+
+
 def test_a_damaged_shipped_file_is_named_and_that_model_is_trained_to_the_same_weights(tiny_shipped, tmp_path, capsys):
     (lstm,) = (tmp_path / "models" / "tiny").glob("*/lstm-*")
     original = (lstm / "checkpoint.pt").read_bytes()
