@@ -218,7 +218,36 @@ def profile_table(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[str
 README_START = "<!-- profiles: written by `make docs` from charlm/profiles/*.timings.json; do not edit -->"
 README_END = "<!-- /profiles -->"
 README_HEADER = ["profile", "what it is", "cold `make report`", "estimate at its start", "peak memory", "artifacts",
-                 "measured"]  # fmt: skip
+                 "training its shipped models took", "measured"]  # fmt: skip
+
+
+def shipped_training(profile: str, root: Path | None = None) -> str:
+    """What training the models a profile ships took, from their manifests (models/<profile>/*/*/manifest.json): CPU
+    hours summed over the models that recorded them, and of it the networks of dropout above 0 (issue 40's grid);
+    models shipped before manifests counted CPU time are named with their wall hours. "" when it ships none."""
+    root = root or REPO / "models"
+    cpu, wall, grid = [], [], []
+    for path in sorted((root / profile).glob("*/*/manifest.json")):
+        m = _read_json(path)
+        if not isinstance(m, dict):
+            continue
+        if m.get("cpu_seconds") is None:
+            wall.append(float(m.get("wall_seconds") or 0))
+            continue
+        cpu.append(float(m["cpu_seconds"]))
+        if float((m.get("train_config") or {}).get("dropout") or 0) > 0:
+            grid.append(float(m["cpu_seconds"]))
+    if not cpu and not wall:
+        return ""
+    def models(n: int) -> str:
+        return f"{n} model{'s' if n != 1 else ''}"
+
+    text = f"{sum(cpu) / 3600:.1f} CPU-h, {models(len(cpu))}"
+    if grid:
+        text += f" (dropout above 0: {sum(grid) / 3600:.1f} CPU-h, {models(len(grid))})"
+    if wall:
+        text += f"; {len(wall)} more timed in wall hours alone, {sum(wall) / 3600:.1f} h"
+    return text
 
 
 def readme_table(records_dir: Path = PROFILES_DIR) -> list[str]:
@@ -232,7 +261,8 @@ def readme_table(records_dir: Path = PROFILES_DIR) -> list[str]:
         toml = Path(records_dir) / f"{name}.toml"
         about = tomllib.loads(toml.read_text()).get("summary", "") if toml.is_file() else ""
         c = cost_row(name, record, "")
-        rows.append([f"`{name}`", about, _duration(c.wall_s), c.cells()[4], c.cells()[5], c.cells()[6],
+        trained = shipped_training(name) or "none ship: the run trains its models"
+        rows.append([f"`{name}`", about, _duration(c.wall_s), c.cells()[4], c.cells()[5], c.cells()[6], trained,
                      f"{c.date}, {c.machine}, {c.workers} workers, git {c.git}"])  # fmt: skip
     if not rows:
         return ["*No profile has a recorded cold run yet: `make timings PROFILE=<profile>` records one.*"]

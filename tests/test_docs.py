@@ -166,6 +166,23 @@ def test_the_readmes_table_of_profiles_is_the_records(build, tmp_path):
         docs_cost.update_readme(readme, records)
 
 
+def test_the_readme_counts_the_training_a_profiles_shipped_models_took_from_their_manifests(tmp_path):
+    """Issue 40: the profile table says what training the shipped models took. Three manifests: 1 and 2 CPU-hours
+    (the second at dropout 0.25), and one shipped before manifests counted CPU time, 0.5 wall hours."""
+    for name, manifest in {
+        "a": {"cpu_seconds": 3600.0, "wall_seconds": 4000.0, "train_config": {"dropout": 0.0}},
+        "b": {"cpu_seconds": 7200.0, "wall_seconds": 8000.0, "train_config": {"dropout": 0.25}},
+        "c": {"wall_seconds": 1800.0, "train_config": {"dropout": 0.0}},
+    }.items():
+        folder = tmp_path / "p" / "corpus" / name
+        folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+    assert docs_cost.shipped_training("p", tmp_path) == (
+        "3.0 CPU-h, 2 models (dropout above 0: 2.0 CPU-h, 1 model); 1 more timed in wall hours alone, 0.5 h"
+    )
+    assert docs_cost.shipped_training("none", tmp_path) == ""
+
+
 def test_the_profile_table_shows_a_run_once_when_its_record_copies_it(build, tmp_path):
     """A record written by --record-timings is the build's timings.json again: one row, the record's; a later run in
     the build folder is a second row."""
