@@ -130,7 +130,7 @@ def install_shipped(
     and left to be trained.
     """
     is_whole = is_whole or (lambda d: complete_metrics(d / "metrics.json") is not None)
-    outcome = {}
+    outcome, aligned = {}, []
     for corpus, model_id, destination in wanted:
         folder = shipped_folder(profile, corpus, model_id, root)
         if not (folder / MANIFEST).is_file():
@@ -138,8 +138,7 @@ def install_shipped(
         if is_whole(destination):
             outcome[model_id] = "present"
             if as_shipped(folder, destination):
-                say(f"shipped model {model_id}: trained here with more snapshots than it ships; the report reads "
-                    "the shipped ones, as a fresh clone does (the training's list: metrics.trained.json)")  # fmt: skip
+                aligned.append(model_id)
             continue
         problem = damaged_files(folder)
         if problem:
@@ -148,4 +147,8 @@ def install_shipped(
             continue
         install(folder, destination)
         outcome[model_id] = "installed"
+    if aligned:
+        named = ", ".join(aligned[:3]) + (f" and {len(aligned) - 3} more" if len(aligned) > 3 else "")
+        say(f"{len(aligned)} shipped model(s) trained here kept more snapshots than they ship ({named}): the report "
+            "reads the shipped ones, as a fresh clone does (each training's list: metrics.trained.json)")  # fmt: skip
     return outcome
