@@ -138,7 +138,7 @@ def unread_networks(models: list) -> dict[str, float]:
     left whole, since its choice is not known before the run."""
     rows, open_variants = [], set()
     for m in models:
-        if m.kind.name != "neural" or not hasattr(m.config, "dropout"):
+        if not (m.kind.recurrent and m.kind.ships):  # the networks trained here (an adopted one has one dropout)
             continue
         metrics = complete_metrics(m.directory / "metrics.json")
         if metrics is None and m.shipped is not None:
@@ -151,7 +151,6 @@ def unread_networks(models: list) -> dict[str, float]:
     if not rows:
         return {}
     index = select_by_validation(pd.DataFrame(rows))
-    index = index[index["family"] == "neural"]
     chosen = index[index["selected"]].groupby("variant")["dropout"].first()
     unread = index[~index["selected"] & (index["dropout"] > 0) & ~index["variant"].isin(open_variants)]
     return {m: float(chosen.get(v, 0.0)) for m, v in zip(unread["model_id"], unread["variant"])}
