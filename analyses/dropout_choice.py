@@ -55,12 +55,13 @@ def measure(ctx: Context, archs: tuple[str, ...], split: str, resamples: int) ->
 
 
 def per_cell(tried: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One row per configuration trained at several dropouts: the values tried, the one validation chose, the test
-    cross-entropy at dropout 0 and at the chosen one (means over seeds), `bought` = the first minus the second
-    (> 0: dropout helped on test), and with `paper` (corpus, arch, layers, budget, paper_ce_nats: Fig 1) the gap
-    to Fig 1 before (dropout 0) and after (the chosen dropout)."""
-    cols = ["corpus", "arch", "layers", "size", "budget", "tried", "chosen", "val_chosen", "val_zero", "ce_zero",
-            "ce_chosen", "bought", "paper_ce_nats", "diff_before", "diff_after"]  # fmt: skip
+    """One row per configuration trained at several dropouts: the values tried and their validation losses (means over
+    seeds, in the order tried), the one validation chose, the test cross-entropy at dropout 0 and at the chosen one
+    (means over seeds), `bought` = the first minus the second (> 0: dropout helped on test), and with `paper`
+    (corpus, arch, layers, budget, paper_ce_nats: Fig 1) the gap to Fig 1 before (dropout 0) and after (the chosen
+    dropout)."""
+    cols = ["corpus", "arch", "layers", "size", "budget", "tried", "val_tried", "chosen", "val_chosen", "val_zero",
+            "ce_zero", "ce_chosen", "bought", "paper_ce_nats", "diff_before", "diff_after"]  # fmt: skip
     if tried.empty:
         return pd.DataFrame(columns=cols)
     rows = []
@@ -70,7 +71,8 @@ def per_cell(tried: pd.DataFrame, paper: pd.DataFrame | None = None) -> pd.DataF
         chosen = float(by.index[by["chosen"].to_numpy()][0]) if by["chosen"].any() else float(by["val"].idxmin())
         zero = by.loc[0.0] if 0.0 in by.index else None
         row = dict(zip(keys, key)) | {
-            "tried": "/".join(f"{d:g}" for d in by.index), "chosen": chosen, "val_chosen": by.loc[chosen, "val"],
+            "tried": "/".join(f"{d:g}" for d in by.index), "val_tried": " / ".join(f"{v:.4f}" for v in by["val"]),
+            "chosen": chosen, "val_chosen": by.loc[chosen, "val"],
             "ce_chosen": by.loc[chosen, "ce"], "val_zero": np.nan if zero is None else zero["val"],
             "ce_zero": np.nan if zero is None else zero["ce"],
         }  # fmt: skip

@@ -253,6 +253,7 @@ def test_dropout_is_chosen_on_validation_and_what_it_bought_is_measured_on_test(
     assert np.isnan(tried.loc[0.5, "ce_nats"]) and not tried[["val_loss"]].isna().any().any()  # 0.5's test: unread
     (cell,) = result.tables["dropout"].itertuples()
     assert (cell.arch, cell.tried, cell.chosen) == ("lstm", "0/0.25/0.5", 0.25)
+    assert cell.val_tried == "1.0000 / 0.9000 / 0.9500"  # what the choice read, in the order tried
     assert cell.bought == pytest.approx(0.1, abs=1e-5) and np.isnan(cell.diff_before)  # sized to no Fig 1 row
     (finding,) = [f for f in result.findings if "several dropouts" in f.template]
     assert "above 0 in 1" in sentence(finding) and "0.100 nats/char" in sentence(finding)
