@@ -442,8 +442,10 @@ class Estimate:
             )
             lines.append(
                 f"estimate: this profile once the models left out ship ({left_out}; not this run): about "
-                f"{duration(self.projected_s)} cold, their scoring added and {reads} (each cell at the dropout "
-                "validation chooses; a network of dropout above 0 is priced unscored, as if validation keeps 0)"
+                f"{duration(self.projected_s)} cold, "
+                + (f"the scoring of {len(self.later)} added" if self.later else "nothing to score added")
+                + f" and {reads} (each cell at the dropout validation chooses; a network of dropout above 0 is priced "
+                "unscored, as if validation keeps 0)"
             )
         return lines
 

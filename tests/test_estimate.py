@@ -248,7 +248,7 @@ def test_the_projection_adds_the_left_out_models_scoring_and_prices_analyses_by_
                            reused_models=3)  # fmt: skip
     line = reusing.summary()[-1]
     assert "(1; not this run): this run reuses 3 models built before" in line and "--plan" in line
-    assert "cold, their scoring added" not in line
+    assert "cold, the scoring of" not in line
 
     from reports.pipeline import reused_models
 
@@ -260,6 +260,7 @@ def test_the_projection_adds_the_left_out_models_scoring_and_prices_analyses_by_
                         left_out=2)  # fmt: skip
     line = grid.summary()[-1]
     assert "(2; not this run)" in line and "priced unscored" in line and grid.projected_s == pytest.approx(grid.wall_s)
+    assert "cold, nothing to score added and every analysis reading the same 10 networks" in line
 
 
 def test_the_networks_the_analyses_read_count_a_cell_trained_at_several_dropouts_once():
