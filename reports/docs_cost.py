@@ -239,6 +239,7 @@ def shipped_training(profile: str, root: Path | None = None) -> str:
             grid.append(float(m["cpu_seconds"]))
     if not cpu and not wall:
         return ""
+
     def models(n: int) -> str:
         return f"{n} model{'s' if n != 1 else ''}"
 
