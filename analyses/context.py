@@ -69,6 +69,10 @@ class Needs:
     corpora: tuple[str, ...] = ()  # registered corpora the analysis is about (empty: any corpus)
     snapshots: bool = False  # reads the predictions of training snapshots
     predictions: bool = True  # reads Predictions (False: checkpoints alone, so it runs beside the models' scoring)
+    # of a configuration trained at several dropouts, whose Predictions it reads: "chosen" (the one validation chose,
+    # Karpathy et al. sec 3.3: what `Context.models` gives), "chosen and 0" (dropout 0 beside it), "all"; a network
+    # no analysis of a run reads is not scored (analyses.dropout_choice.unread_networks)
+    dropouts: str = "chosen"
 
 
 # ------------------------------------------------------------------------------------------ the index

@@ -32,7 +32,7 @@ from corpora.errors import run_cli
 from . import dropout_choice
 from .base import Analysis, Claim, Finding, Result
 from .common import analysis_main, headline_id, style, whole
-from .context import Context
+from .context import Context, Needs
 
 TITLE = "Test cross-entropy of every model"
 QUESTION = "How do the RNN, GRU and LSTM compare at equal parameter budgets and depths?"
@@ -374,6 +374,7 @@ def headlines(df: pd.DataFrame) -> pd.DataFrame:
 
 class CrossEntropy(Analysis):
     name = "cross_entropy"
+    needs = Needs(dropouts="chosen and 0")  # dropout_choice.measure reads dropout 0 beside the chosen one
     title = TITLE
     question = QUESTION
     source = PAPER_SOURCE

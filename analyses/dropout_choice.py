@@ -42,7 +42,7 @@ def measure(ctx: Context, archs: tuple[str, ...], split: str, resamples: int) ->
     tried = every[every.groupby("variant")["dropout"].transform("nunique") > 1]
     rows = []
     for _, row in tried.iterrows():
-        read = bool(row["selected"]) or float(row["dropout"]) == 0.0
+        read = bool(row["selected"]) or float(row["dropout"]) == 0.0  # the needs of cross_entropy: "chosen and 0"
         mean, std = ctx.predictions(row, split).cross_entropy(resamples) if read else (np.nan, np.nan)
         rows.append({
             "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
@@ -130,14 +130,29 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
     return out
 
 
-def unread_networks(models: list) -> dict[str, float]:
+READS = ("chosen", "chosen and 0", "all")  # Needs.dropouts, narrowest first
+
+
+def dropouts_read(needs: list) -> str:
+    """Which dropouts of a configuration a run's analyses read Predictions of: the widest `Needs.dropouts` among those
+    that read Predictions ("chosen" when none does, so that a run scores what `Context.models` gives)."""
+    wanted = [n.dropouts for n in needs if n.predictions]
+    if unknown := sorted(set(wanted) - set(READS)):
+        raise ValueError(f"Needs.dropouts {unknown}: one of {', '.join(READS)}")
+    return max(wanted, key=READS.index, default="chosen")
+
+
+def unread_networks(models: list, reads: str = "chosen and 0") -> dict[str, float]:
     """{model id: the dropout validation chose instead} for every network of a run (its charlm.kinds.Planned models)
-    whose test split no analysis reads, so that the run does not score it: a dropout above 0 that validation did not
-    choose for its configuration (Karpathy et al. sec 3.3: the amount of dropout is chosen on validation; the
-    analyses read the chosen one, select_by_validation, and `measure` reads dropout 0 beside it, as what the choice
-    bought is measured against). Decided from the validation losses the models' metrics hold (built, or shipped to
-    be installed) by the analyses' own rule on the same models; a configuration with a network still to train is
-    left whole, since its choice is not known before the run."""
+    whose test split none of its analyses reads (`reads`: `dropouts_read` of their needs), so that the run does not
+    score it: a dropout that validation did not choose for its configuration (Karpathy et al. sec 3.3: the amount of
+    dropout is chosen on validation; analyses read the chosen one, select_by_validation), but dropout 0 where `reads`
+    is "chosen and 0" (`measure` reads it beside the chosen one, as what the choice bought is measured against), and
+    none where it is "all". Decided from the validation losses the models' metrics hold (built, or shipped to be
+    installed) by the analyses' own rule on the same models; a configuration with a network still to train is left
+    whole, since its choice is not known before the run."""
+    if reads == "all":
+        return {}
     rows, open_variants = [], set()
     for m in models:
         if not (m.kind.recurrent and m.kind.ships):  # the networks trained here (an adopted one has one dropout)
@@ -154,5 +169,6 @@ def unread_networks(models: list) -> dict[str, float]:
         return {}
     index = select_by_validation(pd.DataFrame(rows))
     chosen = index[index["selected"]].groupby("variant")["dropout"].first()
-    unread = index[~index["selected"] & (index["dropout"] > 0) & ~index["variant"].isin(open_variants)]
+    kept = index["selected"] | ((index["dropout"] == 0) if reads == "chosen and 0" else False)
+    unread = index[~kept & ~index["variant"].isin(open_variants)]
     return {m: float(chosen.get(v, 0.0)) for m, v in zip(unread["model_id"], unread["variant"])}

@@ -18,7 +18,6 @@ import pandas as pd
 
 from analyses import common
 from analyses.context import holds_results
-from analyses.dropout_choice import unread_networks
 from charlm.adopt import ENCODINGS
 from charlm.estimate import Estimate, estimate
 from charlm.kinds import Planned
@@ -43,6 +42,7 @@ from .pipeline import (
     networks_read,
     reused_models,
     run,
+    run_unread,
 )
 from .sections import cached_analyses, cached_parts
 
@@ -67,11 +67,12 @@ def plan(profile: Profile, args) -> tuple[pd.DataFrame, Estimate, list[Planned]]
     problems = {m.model_id: damage(m) for m in models}
     snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
     workers = workers_for(profile, args.workers)
-    jobs = model_jobs(models, problems, {}, 1, profile.splits, snapshots, repair=False, will_install=not args.retrain)
+    unread = run_unread(profile, models)
+    jobs = model_jobs(models, problems, {}, 1, profile.splits, snapshots, repair=False, will_install=not args.retrain,
+                      unread=unread)  # fmt: skip
     commands = dict.fromkeys(profile.analyses, "")
     analyses = analysis_jobs(profile, models, jobs, Path("."), Path("."), {}, 1, commands)
     later = later_jobs(left_out, profile.splits, snapshots)
-    unread = unread_networks(models)
     data_dir = args.build_dir / profile.name / "data"  # where an earlier run's results lie, as `run` writes them
     wanted = sorted({m.model_id for m in models})
     reused = cached_analyses(profile.analyses, wanted, profile.analysis, data_dir) | cached_parts(

@@ -36,7 +36,7 @@ import pandas as pd
 import corpora
 from analyses import common
 from analyses.context import Context, holds_results, model_index
-from analyses.dropout_choice import unread_networks
+from analyses.dropout_choice import dropouts_read, unread_networks
 from charlm.estimate import benchmark, estimate, record_run
 from charlm.estimate import machine as est_machine
 from charlm.kinds import Job, Planned
@@ -147,11 +147,12 @@ def model_jobs(
     snapshots: bool,
     repair: bool = True,
     will_install: bool = False,
+    unread: dict | None = None,
 ) -> list[Job]:
     """Every model's jobs (its kind makes them: train, build, score); with `repair`, damaged artifacts are removed
     first. With `will_install` (`--plan`, which installs nothing), a shipped model counts as built: it will be. A
-    network whose test split nothing reads (analyses.dropout_choice.unread_networks) is not scored."""
-    jobs, unread = [], unread_networks(models)
+    network in `unread` (`run_unread`: no analysis of the run reads its test split) is not scored."""
+    jobs, unread = [], unread or {}
     for m in models:
         problem = problems[m.model_id]
         if problem not in (None, "not built") and repair:
@@ -162,6 +163,13 @@ def model_jobs(
         mine = m.kind.jobs(m, env, threads, splits, snapshots, problem)
         jobs += [j for j in mine if m.model_id not in unread or j.work is None or j.work.what != "score"]
     return jobs
+
+
+def run_unread(profile: Profile, models: list[Planned]) -> dict[str, float]:
+    """The networks of a run that none of its analyses reads Predictions of (analyses.dropout_choice.unread_networks,
+    by what their contracts say they read: `Needs.dropouts`), with the dropout validation chose instead."""
+    reads = dropouts_read([common.needs(common.load_analysis(name)) for name in profile.analyses])
+    return unread_networks(models, reads)
 
 
 def reused_models(models: list[Planned], jobs: list[Job], unread=()) -> int:
@@ -259,8 +267,8 @@ def run(options: RunOptions) -> tuple[Path, Path] | None:
                 f"{sum(v == 'present' for v in shipped.values())} already in the artifacts)")  # fmt: skip
     problems = {m.model_id: damage(m) for m in models}  # each checkpoint hashed once per run
     snapshots = any(common.needs(common.load_analysis(a)).snapshots for a in profile.analyses)
-    jobs = model_jobs(models, problems, env, threads, profile.splits, snapshots)
-    unread = unread_networks(models)
+    unread = run_unread(profile, models)
+    jobs = model_jobs(models, problems, env, threads, profile.splits, snapshots, unread=unread)
     commands = {
         name: reproduce_command(name, options.profile_arg or profile.name, options.corpora_override,
                                 profile.analysis.get(name, {}))

@@ -172,12 +172,15 @@ def test_a_damaged_checkpoint_is_retrained_and_said_so(tmp_path, monkeypatch, sm
     ).read_text() == before  # same seed, same numbers
 
 
-def test_a_dropout_validation_did_not_choose_is_not_scored(tmp_path, monkeypatch, small_text_file):
-    """Fig 1's cells at dropout 0 and 0.25 (Karpathy et al. sec 3.3: chosen on validation). Where validation prefers
-    0, the 0.25 network's test split is read by nothing, so the run does not score it; where it prefers 0.25, both are
-    scored (dropout 0 is what the choice bought is measured against); a configuration with a network still to train
-    is scored whole, its choice unknown before the run."""
-    from analyses.dropout_choice import unread_networks
+def test_a_dropout_no_analysis_of_the_run_reads_is_not_scored(tmp_path, monkeypatch, small_text_file):
+    """Fig 1's cells at dropout 0 and 0.25 (Karpathy et al. sec 3.3: chosen on validation). The analyses say in their
+    contract which dropouts they read (`Needs.dropouts`): the chosen one, and cross_entropy dropout 0 beside it (what
+    the choice bought). Where validation prefers 0, the 0.25 network's test split is read by nothing, so the run does
+    not score it; where it prefers 0.25, dropout 0 is scored only for a run with cross_entropy; a configuration with
+    a network still to train is scored whole, its choice unknown before the run."""
+    from analyses.context import Needs
+    from analyses.dropout_choice import dropouts_read, unread_networks
+    from reports.pipeline import run_unread
 
     profile = dataclasses.replace(
         load_profile("smoke"), ablations={}, baselines={},
@@ -195,10 +198,18 @@ def test_a_dropout_validation_did_not_choose_is_not_scored(tmp_path, monkeypatch
                    "best_val_loss": val[m.config.arch][m.config.dropout > 0]}  # fmt: skip
         (m.directory / "metrics.json").write_text(json.dumps(metrics))
     by = {(m.config.arch, m.config.dropout): m.model_id for m in models}
-    assert unread_networks(models) == {by["lstm", 0.25]: 0.0}
-    scored = {j.model.model_id for j in model_jobs(models, dict.fromkeys(by.values()), {}, 1, "contiguous", False)
-              if j.work.what == "score"}  # fmt: skip
+    unread = run_unread(profile, models)  # smoke's analyses: cross_entropy among them
+    assert unread == {by["lstm", 0.25]: 0.0}
+    scored = {j.model.model_id for j in model_jobs(models, dict.fromkeys(by.values()), {}, 1, "contiguous", False,
+                                                   unread=unread) if j.work.what == "score"}  # fmt: skip
     assert scored == set(by.values()) - {by["lstm", 0.25]}
+    without = run_unread(dataclasses.replace(profile, analyses=["ngram"]), models)  # reads the chosen dropout alone
+    assert without == {by["lstm", 0.25]: 0.0, by["rnn", 0.0]: 0.25}
+    assert unread_networks(models, "all") == {}
+    assert dropouts_read([Needs(), Needs(dropouts="chosen and 0")]) == "chosen and 0"
+    assert dropouts_read([Needs(dropouts="all", predictions=False)]) == "chosen"  # reads no Predictions at all
+    with pytest.raises(ValueError, match="Needs.dropouts"):
+        dropouts_read([Needs(dropouts="some")])
 
 
 @pytest.mark.skipif(not kenlm_available(), reason="KenLM is built by make setup")
