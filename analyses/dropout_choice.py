@@ -42,7 +42,7 @@ def measure(ctx: Context, archs: tuple[str, ...], split: str, resamples: int) ->
     tried = every[every.groupby("variant")["dropout"].transform("nunique") > 1]
     rows = []
     for _, row in tried.iterrows():
-        read = bool(row["selected"]) or float(row["dropout"]) == 0.0  # the needs of cross_entropy: "chosen and 0"
+        read = is_read(bool(row["selected"]), float(row["dropout"]), "chosen and 0")  # cross_entropy's Needs.dropouts
         mean, std = ctx.predictions(row, split).cross_entropy(resamples) if read else (np.nan, np.nan)
         rows.append({
             "corpus": row["corpus"], "arch": row["arch"], "layers": int(row["layers"]), "size": int(row["size"]),
@@ -133,6 +133,13 @@ def findings(summary: pd.DataFrame) -> list[Finding]:
 READS = ("chosen", "chosen and 0", "all")  # Needs.dropouts, narrowest first
 
 
+def is_read(selected, dropout, reads: str):
+    """Whether a network (or each of a column of them) is read under `reads` (Needs.dropouts): the dropout validation
+    chose, and dropout 0 beside it for "chosen and 0", every one for "all". The one rule `measure` reads by and
+    `unread_networks` scores by."""
+    return selected | (dropout == 0) if reads == "chosen and 0" else selected | (reads == "all")
+
+
 def dropouts_read(needs: list) -> str:
     """Which dropouts of a configuration a run's analyses read Predictions of: the widest `Needs.dropouts` among those
     that read Predictions ("chosen" when none does, so that a run scores what `Context.models` gives)."""
@@ -151,8 +158,6 @@ def unread_networks(models: list, reads: str = "chosen and 0") -> dict[str, floa
     none where it is "all". Decided from the validation losses the models' metrics hold (built, or shipped to be
     installed) by the analyses' own rule on the same models; a configuration with a network still to train is left
     whole, since its choice is not known before the run."""
-    if reads == "all":
-        return {}
     rows, open_variants = [], set()
     for m in models:
         if not (m.kind.recurrent and m.kind.ships):  # the networks trained here (an adopted one has one dropout)
@@ -169,6 +174,5 @@ def unread_networks(models: list, reads: str = "chosen and 0") -> dict[str, floa
         return {}
     index = select_by_validation(pd.DataFrame(rows))
     chosen = index[index["selected"]].groupby("variant")["dropout"].first()
-    kept = index["selected"] | ((index["dropout"] == 0) if reads == "chosen and 0" else False)
-    unread = index[~kept & ~index["variant"].isin(open_variants)]
+    unread = index[~is_read(index["selected"], index["dropout"], reads) & ~index["variant"].isin(open_variants)]
     return {m: float(chosen.get(v, 0.0)) for m, v in zip(unread["model_id"], unread["variant"])}
