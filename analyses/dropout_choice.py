@@ -6,7 +6,9 @@ did it buy on the test split against dropout 0?
 The paper's definition (Karpathy et al. 2016, sec 3.3): "we cross-validate the amount of dropout for each model
 individually"; char-rnn applies it between layers and before the softmax (charlm.model). The analyses read, per
 configuration, the dropout with the lowest validation loss, its mean over seeds (analyses.context,
-select_by_validation); this module reads every dropout of the configurations trained at more than one.
+select_by_validation); this module reads every dropout of the configurations trained at more than one. A profile
+may search the dropouts by line rather than grid (charlm.dropout_search: the next value only while each beat those
+below it): a cell then holds the values it tried, and `tried` names them.
 
 Below: measure (one row per model of such a configuration: its dropout, validation loss, test cross-entropy and
 whether validation chose it), per_cell (one row per Fig 1 cell: the values tried, the one chosen, what it bought,

@@ -19,6 +19,9 @@ types = ["lstm", "rnn", "gru"]
 layers = [1, 2]
 budgets = [64, 128]     # rows: a 1-layer LSTM of this width sets the parameter count of every model in it
 corpora = ["warpeace"]  # optional: only on these corpora
+dropouts = [0.0, 0.25]  # optional: this table's own dropout grid
+dropout_search = "grid" # or "line": in increasing order, the next only while each beat those below it on validation
+                        # (charlm.dropout_search; honoured by `reports.ship train` and a shipping profile's plan)
 
 [ablations]             # Levy et al. Table 1: every ablation at the LSTM's width, the LSTM over seeds
 archs = ["lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
@@ -62,7 +65,10 @@ from .train import TrainConfig
 
 PROFILES_DIR = Path(__file__).resolve().parent / "profiles"
 _TRAIN_FIELDS = set(TrainConfig.__dataclass_fields__) - {"corpus", "arch", "layers", "size", "seed"}
-_GRID = {"types", "layers", "budgets", "corpora", "dropouts"}  # dropouts: this table's own grid of dropout values
+_GRID = {"types", "layers", "budgets", "corpora", "dropouts", "dropout_search"}  # dropouts: this table's own grid of
+# dropout values; dropout_search: "grid" (every value trained) or "line" (charlm.dropout_search: in increasing order,
+# the next value tried only while each one tried beat those below it on validation)
+DROPOUT_SEARCHES = ("grid", "line")
 _NNN_OPTIONS = {  # a profile's [baselines] key -> the charlm.nnn.NNNConfig field it sets
     "nnn_hidden": "hidden_grid", "nnn_max_chars": "max_chars", "nnn_batch_chars": "batch_chars", "nnn_lr": "lr",
     "nnn_targets": "targets", "nnn_epochs": "epochs", "nnn_epoch_chars": "epoch_chars", "nnn_lr_decay": "lr_decay",
@@ -129,6 +135,9 @@ def _check(path: Path, raw: dict) -> None:
                 f"profile {path}: a [[grid]] table has unknown {sorted(unknown)} or lacks {sorted(missing)}"
             )
         drops = table.get("dropouts", [0.0])
+        if table.get("dropout_search", "grid") not in DROPOUT_SEARCHES:
+            raise UserError(f"profile {path}: a [[grid]] table's dropout_search is one of "
+                            f"{', '.join(DROPOUT_SEARCHES)}, got {table['dropout_search']!r}")  # fmt: skip
         if not (isinstance(drops, list) and drops and all(isinstance(d, (int, float)) and 0 <= d < 1 for d in drops)):
             raise UserError(
                 f"profile {path}: a [[grid]] table's dropouts must be a list of numbers in [0, 1), got {drops}"
@@ -210,22 +219,43 @@ def neural_configs(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) ->
     its table (`dropouts`, else the profile's), then Levy's ablations at the width of the LSTM of their budget and
     depth, the LSTM over seeds, at every dropout of the profile. Analyses read, per configuration, the dropout with
     the lowest validation loss (Karpathy et al. sec 3.3; analyses.context.select_by_validation)."""
-    V, configs = corpus.vocab_size, []
-    train = {k: v for k, v in profile.train.items() if k != "dropout"}
-    for grid in profile.grid:
-        if "corpora" in grid and corpus.name not in grid["corpora"] and corpus_arg not in grid["corpora"]:
-            continue
-        for dropout in [float(d) for d in grid.get("dropouts", profile.dropouts)]:
-            for arch in grid["types"]:
-                for layers in grid["layers"]:
-                    for budget in grid["budgets"]:
-                        width = matched_size(arch, budget, V, layers)
-                        configs.append(TrainConfig(corpus_arg, arch, layers, width, dropout, 0, **train))
+    configs = [c for g in _grids(profile, corpus, corpus_arg) for c in _grid_configs(profile, g, corpus, corpus_arg)]
     for dropout in profile.dropouts:
         for layers in ablation_depths(profile):
-            configs += ablation_set(profile, V, corpus_arg, layers, dropout)
+            configs += ablation_set(profile, corpus.vocab_size, corpus_arg, layers, dropout)
     unique = {c.model_id(corpus.key): c for c in configs}
     return list(unique.values())
+
+
+def dropout_lines(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[list[TrainConfig]]:
+    """Each configuration of a [[grid]] table whose dropouts are searched by line (`dropout_search = "line"`) and
+    that has several: its configs, lowest dropout first (charlm.dropout_search decides which of them are tried)."""
+    lines = []
+    for grid in _grids(profile, corpus, corpus_arg):
+        if grid.get("dropout_search", "grid") != "line":
+            continue
+        by_cell: dict[tuple, list[TrainConfig]] = {}
+        for c in _grid_configs(profile, grid, corpus, corpus_arg):
+            by_cell.setdefault((c.arch, c.layers, c.size), []).append(c)
+        lines += [sorted(line, key=lambda c: c.dropout) for line in by_cell.values() if len(line) > 1]
+    return lines
+
+
+def _grids(profile: Profile, corpus: corpora.Corpus, corpus_arg: str) -> list[dict]:
+    """The profile's [[grid]] tables that apply to a corpus (all, but where a table names its corpora)."""
+    return [g for g in profile.grid if "corpora" not in g or corpus.name in g["corpora"] or corpus_arg in g["corpora"]]
+
+
+def _grid_configs(profile: Profile, grid: dict, corpus: corpora.Corpus, corpus_arg: str) -> list[TrainConfig]:
+    """One [[grid]] table's configs: every dropout of it x type x layers x budget row."""
+    train, V = {k: v for k, v in profile.train.items() if k != "dropout"}, corpus.vocab_size
+    return [
+        TrainConfig(corpus_arg, arch, layers, matched_size(arch, budget, V, layers), dropout, 0, **train)
+        for dropout in [float(d) for d in grid.get("dropouts", profile.dropouts)]
+        for arch in grid["types"]
+        for layers in grid["layers"]
+        for budget in grid["budgets"]
+    ]
 
 
 def ablation_set(profile: Profile, vocab_size: int, corpus_arg: str, layers: int, dropout: float) -> list[TrainConfig]:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 import corpora
 from charlm import archs
+from charlm.paths import model_dir
 from charlm.plan import available, load_profile
 from charlm.shipped import PENDING, shipped_folder, whole
 from corpora import atomic
@@ -166,13 +167,15 @@ def is_nnn(config) -> bool:
 
 def queue(profile) -> list[tuple]:
     """The profile's models in the order `train` trains them, as (corpus, config, group): the recurrent ones in
-    `training_order` (group: their PRIORITY name), then the n-NNs ("the n-NNs")."""
+    `training_order` (group: their PRIORITY name), then the n-NNs ("the n-NNs"). A model its line search of dropout
+    will not try (`untried`) is not in it."""
     from charlm.plan import ablation_sets, neural_configs
 
     planned, nnns, sets = [], [], []
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
-        planned += [(corpus, c) for c in neural_configs(profile, corpus, arg)]
+        skip = untried(profile, corpus, arg)
+        planned += [(corpus, c) for c in neural_configs(profile, corpus, arg) if c.model_id(corpus.key) not in skip]
         nnns += [(corpus, c) for c in nnn_configs(profile, corpus)]
         sets += [[(corpus, c) for c in members] for members in ablation_sets(profile, corpus, arg)]
     sets.sort(key=lambda members: members[0][1].layers)  # every corpus's 1-layer set, then the 2-layer ones
@@ -181,12 +184,29 @@ def queue(profile) -> list[tuple]:
     return ordered + [(corpus, c, "the n-NNs") for corpus, c in nnns]
 
 
+def untried(profile, corpus, corpus_arg: str) -> dict:
+    """{model id: Verdict} of the models on one corpus that the profile's line searches of dropout will not try
+    (charlm.dropout_search)."""
+    from charlm.dropout_search import verdicts
+
+    return {m: v for m, v in verdicts(profile, corpus, corpus_arg).items() if v.state == "untried"}
+
+
+def line_verdict(profile, corpus, config):
+    """Why the line search of dropout does not train this model now (charlm.dropout_search.Verdict: "waits" for a
+    lower dropout's validation loss, or "untried" since one did not help), else None."""
+    from charlm.dropout_search import verdicts
+
+    return None if is_nnn(config) else verdicts(profile, corpus, config.corpus).get(config.model_id(corpus.key))
+
+
+WAIT_S = 60.0  # how often `train` looks again at models that wait for another process's training
+
+
 def train_all(profile_name: str, threads: int, only: list[str] | None, command: str, dry_run: bool = False) -> int:
     """Train the profile's models in turn (the recurrent ones in `training_order`, then the n-NNs); several such
     processes (one per core) share the list through locks. `dry_run` prints the list and what each would do."""
     from charlm.estimate import Pricer
-
-    from .ship_park import parked_folder, restore
 
     profile = load_profile(profile_name)
     planned = queue(profile)
@@ -202,38 +222,69 @@ def train_all(profile_name: str, threads: int, only: list[str] | None, command: 
         planned = sorted((entry for entry in planned if place(entry) is not None), key=place)
     pricer = None if dry_run else Pricer.here(profile.name, clock="cpu")  # CPU seconds, beside the other trainer
     revision = None if dry_run else git_revision(Path(__file__).resolve().parent)
-    for k, (corpus, config, group) in enumerate(planned, 1):
-        from charlm.paths import complete_metrics, model_dir
-
-        out = model_dir(corpus.artifact_name, config.model_id(corpus.key))
-        if complete_metrics(out / "metrics.json") and (out / PROVENANCE).exists():
-            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: done before", flush=True)
-            continue
-        rooms = {"models/": profile.name, "waits for its set in models/pending/": f"{PENDING}/{profile.name}"}
-        packed = [where for where, name in rooms.items() if whole(shipped_folder(name, corpus.artifact_name, out.name))]
-        if packed:  # finished on an earlier machine: its packed copy is the model, not trained again
-            room = packed[0]
-            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name}: shipped ({room}), skipped", flush=True)
-            continue
-        parked = parked_folder(profile.name, corpus.artifact_name, out.name)
-        if dry_run:
-            state = "resumes" if (out / "state.pt").is_file() else "to train"
-            state = "resumes from models/partial/" if state == "to train" and whole(parked) else state
-            print(f"[ship] {k}/{len(planned)} {out.name} on {corpus.name} ({group}): {state}", flush=True)
-            continue
-        out.mkdir(parents=True, exist_ok=True)
-        with training_lock(out) as holder:
-            if holder is not None:
-                print(f"[ship] {k}/{len(planned)} {out.name}: being trained by process {holder}, skipped", flush=True)
-                continue
-            step = restore(parked, out)
-            if step is not None:
-                print(f"[ship] {k}/{len(planned)} {out.name}: parked at step {step:,} ({parked}), resumes", flush=True)
-            estimate = training_estimate(pricer, corpus, config)
-            about = "" if estimate is None else f" (estimate {estimate / 3600:.1f} CPU-hours in all)"
-            print(f"[ship] {k}/{len(planned)} training {out.name} on {corpus.name}{about}", flush=True)
-            train_with_provenance(config, corpus, out, threads, command, revision, estimate)
+    todo = planned
+    while todo:  # a model whose line search waits for a lower dropout is taken up again once that one is known
+        deferred, trained = [], False
+        for k, entry in enumerate(todo, 1):
+            waits = train_one(profile, entry, f"{k}/{len(todo)}", pricer, threads, command, revision, dry_run)
+            if waits is None:
+                trained = True
+            elif waits:
+                deferred.append((entry, waits))
+        if not deferred or dry_run:
+            break
+        busy = [on for (corpus, _, _), on in deferred if lock_holder(model_dir(corpus.artifact_name, on)) is not None]
+        if not trained and not busy:
+            print(f"[ship] {len(deferred)} model(s) wait for lower dropouts that no process trains now "
+                  f"({', '.join(sorted({on for _, on in deferred}))}): train those first", flush=True)  # fmt: skip
+            break
+        if not trained:
+            time.sleep(WAIT_S)
+        todo = [entry for entry, _ in deferred]
     return 0
+
+
+def train_one(profile, entry: tuple, place: str, pricer, threads: int, command: str, revision, dry_run: bool):
+    """Train one (corpus, config, group) of the queue, unless it is done, shipped, being trained by another process
+    or left for now by its line search. Returns None when it trained it, the model id it waits for when its line
+    search waits, "" otherwise."""
+    from charlm.paths import complete_metrics
+
+    from .ship_park import parked_folder, restore
+
+    corpus, config, group = entry
+    out = model_dir(corpus.artifact_name, config.model_id(corpus.key))
+    if complete_metrics(out / "metrics.json") and (out / PROVENANCE).exists():
+        print(f"[ship] {place} {out.name} on {corpus.name}: done before", flush=True)
+        return ""
+    rooms = {"models/": profile.name, "waits for its set in models/pending/": f"{PENDING}/{profile.name}"}
+    packed = [where for where, name in rooms.items() if whole(shipped_folder(name, corpus.artifact_name, out.name))]
+    if packed:  # finished on an earlier machine: its packed copy is the model, not trained again
+        print(f"[ship] {place} {out.name} on {corpus.name}: shipped ({packed[0]}), skipped", flush=True)
+        return ""
+    verdict = line_verdict(profile, corpus, config)
+    if verdict is not None:
+        print(f"[ship] {place} {out.name} on {corpus.name}: {verdict.why}", flush=True)
+        return verdict.on if verdict.state == "waits" else ""
+    parked = parked_folder(profile.name, corpus.artifact_name, out.name)
+    if dry_run:
+        state = "resumes" if (out / "state.pt").is_file() else "to train"
+        state = "resumes from models/partial/" if state == "to train" and whole(parked) else state
+        print(f"[ship] {place} {out.name} on {corpus.name} ({group}): {state}", flush=True)
+        return ""
+    out.mkdir(parents=True, exist_ok=True)
+    with training_lock(out) as holder:
+        if holder is not None:
+            print(f"[ship] {place} {out.name}: being trained by process {holder}, skipped", flush=True)
+            return ""
+        step = restore(parked, out)
+        if step is not None:
+            print(f"[ship] {place} {out.name}: parked at step {step:,} ({parked}), resumes", flush=True)
+        estimate = training_estimate(pricer, corpus, config)
+        about = "" if estimate is None else f" (estimate {estimate / 3600:.1f} CPU-hours in all)"
+        print(f"[ship] {place} training {out.name} on {corpus.name}{about}", flush=True)
+        train_with_provenance(config, corpus, out, threads, command, revision, estimate)
+    return None
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from charlm.shipped import MANIFEST, PENDING, RETIRED, SHIPPED_ROOT, shipped_fol
 from corpora import atomic
 from corpora.errors import UserError
 
-from .ship import PROVENANCE, is_nnn, nnn_configs
+from .ship import PROVENANCE, is_nnn, nnn_configs, untried
 from .ship_park import settle, unpark
 
 
@@ -238,6 +238,7 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
     for arg in profile.corpora:
         corpus = corpora.load(arg, split_mode=profile.splits)
         configs = neural_configs(profile, corpus, arg)
+        skipped = untried(profile, corpus, arg)
         headline = headline_config(configs, corpus.vocab_size)
         sets = {}  # model id -> the ids of the set it ships with
         for members in ablation_sets(profile, corpus, arg):
@@ -261,7 +262,8 @@ def pack_all(profile_name: str, root: Path | None = None) -> int:
                 total_bytes += _shipped_bytes(folder)
                 continue  # shipped before and whole
             if not finished(model_id):
-                pending.append(f"{corpus.name}/{model_id}")
+                if model_id not in skipped:  # its line search of dropout will not try it: not "still to train"
+                    pending.append(f"{corpus.name}/{model_id}")
                 continue
             ships = all(finished(m) for m in sets.get(model_id, [model_id]))
             target = folder if ships else held

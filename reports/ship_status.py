@@ -9,7 +9,8 @@ One row per planned model, in the order `ship train` trains them (reports.ship.q
     training (pid)   a live `ship train` on this machine holds its lock
     partly trained   trained here for some epochs: `ship train` resumes it from its state.pt
     parked in models/partial/   trained partly on another machine and parked (`ship park`): `ship train` resumes it
-    to train         nothing yet (a shipped model trained by an earlier stopping rule may stand in for it)
+    to train         nothing yet (a shipped model trained by an earlier stopping rule may stand in for it); "after
+                     <model>" where its line search of dropout waits for that lower dropout (charlm.dropout_search)
 
 beside its epochs and best validation loss so far, the CPU seconds it has cost (every session, summed) and what
 the estimate says its whole training costs: the figure `ship train` recorded as its first session started, where
@@ -18,7 +19,8 @@ there is one ("before", so that it can be set beside the measured cost), else th
 A second table sums the same per group, and the summary adds up the CPU hours left by the estimate (a partly
 trained model: its estimate less what it has used) and the size the profile's shipped models will have once every
 planned one ships (a model not packed yet: as reports.ship_pack.projected_bytes projects it), against the
-repository's budget. Its last line tests the estimate's rule 3 on the shipped models (`charlm.estimate.leave_one_out`).
+repository's budget. The models a line search of dropout will not try are not in the table: a line names them.
+Its last line tests the estimate's rule 3 on the shipped models (`charlm.estimate.leave_one_out`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from charlm.kinds.recurrent import shipped_stand_in
 from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, PENDING, shipped_folder, whole
 
-from .ship import PROVENANCE, is_nnn, lock_holder, queue, training_estimate
+from .ship import PROVENANCE, is_nnn, line_verdict, lock_holder, queue, training_estimate, untried
 from .ship_pack import SHIPPED_BUDGET_MB, projected_bytes
 from .ship_park import parked_folder
 
@@ -145,6 +147,9 @@ def status(profile_name: str, root: Path | None = None) -> int:
     rows, projected, by_group = [], 0, {}
     for corpus, config, group in planned:
         s = standing(profile.name, corpus, config, root)
+        verdict = line_verdict(profile, corpus, config) if s.state.startswith("to train") else None
+        if verdict is not None and verdict.state == "waits":
+            s.state = s.state.replace("to train", f"to train after {verdict.on} (line search)", 1)
         if s.estimate_s is None:
             s.estimate_s = training_estimate(pricer, corpus, config)
         rows.append(s)
@@ -167,6 +172,7 @@ def status(profile_name: str, root: Path | None = None) -> int:
               f"{count('waits for set', rows=members)} | {unfinished} | "
               f"{sum(r.left_s for r in members) / 3600:.1f} |")  # fmt: skip
     left = sum(r.left_s for r in rows)
+    after = [r for r in rows if r.state.startswith("to train after")]  # their line search may not try them
     cores = os.cpu_count() or 1
     measured = [
         (r.cpu_s, r.estimate_s)
@@ -176,13 +182,20 @@ def status(profile_name: str, root: Path | None = None) -> int:
     line = (
         f"\n{count('shipped')} of {len(rows)} models shipped ({sum(r.shipped_bytes for r in rows) / 1e6:.1f} MB), "
         f"{count('waits for set')} waiting for their set, {count('to pack')} to pack, "
-        f"{count('training', 'partly trained')} training or partly trained here, {count('to train')} to train; "
-        f"by the estimate {left / 3600:.1f} CPU-hours of training left: about {left / 3600 / cores:.1f} h on "
+        f"{count('training', 'partly trained')} training or partly trained here, {count('to train')} to train, "
+        f"{len(after)} to train if their line search of dropout gets to them; by the estimate "
+        f"{left / 3600:.1f} CPU-hours of training left ({sum(r.left_s for r in after) / 3600:.1f} of them for those "
+        f"{len(after)}): about {left / 3600 / cores:.1f} h on "
         f"{cores} one-thread workers, one per core (this machine runs the estimate's benchmark in "
         f"{pricer.speed:.2f}x the records' time, in CPU seconds, whatever else it runs); shipped once all "
         f"{len(rows)} ship, by the snapshot rule: about "
         f"{projected / 1e6:.0f} MB (budget {SHIPPED_BUDGET_MB} MB)"
     )
+    loaded = {cf.corpus: c for c, cf, _ in planned if not is_nnn(cf)}  # the profile's corpus names -> corpora
+    skipped = [f"{c.name}/{m}" for arg, c in loaded.items() for m in untried(profile, c, arg)]
+    if skipped:
+        line += (f"; {len(skipped)} not tried by their line search of dropout (a lower dropout did not help): "
+                 + ", ".join(sorted(skipped)))  # fmt: skip
     if measured:
         ratios = sorted(cpu / est for cpu, est in measured)
         spread = f"{ratios[0]:.2f}x" if len(ratios) == 1 else f"{ratios[0]:.2f}x to {ratios[-1]:.2f}x"

@@ -35,11 +35,17 @@ class Recurrent(ModelKind):
     # ---------------------------------------------------------------- planning
 
     def plan(self, profile, corpus, corpus_arg, extra_orders=((), ())) -> list[Planned]:
+        from ..dropout_search import verdicts
         from ..plan import neural_configs
 
+        # a shipping profile's line search of dropout leaves out for good what it will not try (charlm.dropout_search)
+        searched = verdicts(profile, corpus, corpus_arg) if profile.ships_models else {}
+        untried = {m for m, v in searched.items() if v.state == "untried"}
         planned = []
         for config in neural_configs(profile, corpus, corpus_arg):
             mid = config.model_id(corpus.key)
+            if mid in untried:
+                continue
             shipped = shipped_folder(profile.name, corpus.artifact_name, mid)
             shipped = shipped if (shipped / MANIFEST).is_file() else None
             model = Planned(
