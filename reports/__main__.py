@@ -114,12 +114,20 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     return shown.where(table.notna(), "")
 
 
+def dropouts_said(profile: Profile) -> str:
+    """The profile's dropouts as --plan says them: the [train] grid, and each [[grid]] table's own with its search."""
+    own = [f"{g['dropouts']} in {'/'.join(g['types'])} x {g['layers']} layers x row {g['budgets']}"
+           + (" (searched by line)" if g.get("dropout_search") == "line" else "")
+           for g in profile.grid if "dropouts" in g]  # fmt: skip
+    return "; ".join([f"{profile.dropouts} elsewhere" if own else str(profile.dropouts), *own])
+
+
 def print_plan(profile: Profile, table: pd.DataFrame, priced: Estimate, left_out: list[Planned]) -> None:
     shown = shown_table(table)
     with pd.option_context("display.max_rows", 1000, "display.width", 250, "display.max_colwidth", 60):
         print(shown.to_string(index=False))
-    print(f"\nprofile {profile.name}: {int((table['kind'] != 'analysis').sum())} models; dropout grid "
-          f"{profile.dropouts}; analyses: {', '.join(profile.analyses)}")  # fmt: skip
+    print(f"\nprofile {profile.name}: {int((table['kind'] != 'analysis').sum())} models; dropouts "
+          f"{dropouts_said(profile)}; analyses: {', '.join(profile.analyses)}")  # fmt: skip
     for line in priced.summary():
         print(line)
     if left_out:
