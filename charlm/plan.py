@@ -389,10 +389,17 @@ def check_networks_served(profile: Profile, models: list[Planned], left_out: lis
 
 def left_out_line(profile: Profile, left_out: list[Planned]) -> str:
     """The one line (run log, --plan) naming the models a run of a shipping profile leaves out."""
+    from .dropout_search import verdicts
+
     names = ", ".join(f"{m.corpus.name}/{m.model_id}" for m in left_out)
+    searched = {(arg, m) for arg, corpus in {m.corpus_arg: m.corpus for m in left_out}.items()
+                for m, v in verdicts(profile, corpus, arg).items() if v.state == "waits"}  # fmt: skip
+    maybe = sum((m.corpus_arg, m.model_id) in searched for m in left_out)
     return (
         f"{len(left_out)} model(s) of profile {profile.name} are not shipped yet and are left out (`python -m "
-        f"reports.ship train --profile {profile.name}` trains them, --retrain trains everything): {names}"
+        f"reports.ship train --profile {profile.name}` trains them"
+        + (f", {maybe} of them only if their line search of dropout gets to them" if maybe else "")
+        + f"; --retrain trains everything): {names}"
     )
 
 

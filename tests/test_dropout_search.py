@@ -9,7 +9,7 @@ import pytest
 
 from charlm import shipped
 from charlm.dropout_search import line_search
-from charlm.plan import load_profile, plan_all
+from charlm.plan import left_out_line, load_profile, plan_all, plan_left_out
 from corpora.errors import UserError
 from reports import ship, ship_pack
 
@@ -71,6 +71,9 @@ def test_ship_train_tries_the_third_dropout_only_where_the_second_beat_the_first
     profile = load_profile(str(toml))
     ids = {cf.dropout: cf.model_id(c.key) for c, cf, _ in ship.queue(profile)}
     assert sorted(ids) == [0.0, 0.8, 0.9]
+    _, _, left_out = plan_left_out(profile)  # nothing trained: all three left out, 0.9 only maybe to come
+    assert "3 model(s)" in left_out_line(profile, left_out)
+    assert "1 of them only if their line search of dropout gets to them" in left_out_line(profile, left_out)
 
     assert ship.main(["train", "--profile", str(toml), "--only", ids[0.9]]) == 0  # nothing below it is trained
     assert "wait for lower dropouts that no process trains now" in capsys.readouterr().out
