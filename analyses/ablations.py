@@ -31,7 +31,8 @@ from corpora.errors import run_cli
 
 from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main
-from .context import Context, MissingInput
+from .context import Context, MissingInput, Needs
+from .dropout_choice import at_shared_dropout, chosen_among
 
 TITLE = "Levy et al.'s ablations of the LSTM"
 QUESTION = "Is the LSTM's power in its embedded S-RNN or in the gated, element-wise weighted sum of its memory cell?"
@@ -103,7 +104,8 @@ def measure(ctx: Context, scores: dict | None = None) -> pd.DataFrame:
     corpus bytes, split, budget, recipe) are never pooled.
     """
     scores = {} if scores is None else scores
-    neural = ctx.models(arch=tuple(ORDER))
+    every = ctx.models(arch=tuple(ORDER), all_dropouts=True, required=False)
+    neural = at_shared_dropout(every, ["corpus_key", "layers", "size"])
     rows = []
     for (_, layers, size), group in neural.groupby(["corpus_key", "layers", "size"]):
         lstm_groups = group[group["arch"] == "lstm"]["group_id"].unique()
@@ -207,8 +209,14 @@ def input_only(ctx: Context, scores: dict | None = None) -> pd.DataFrame:
     def ce(models: pd.DataFrame) -> np.ndarray:  # each model's test cross-entropy (scored once: `scored`)
         return np.array([scored(ctx, scores, r)[0] for _, r in models.iterrows()])
 
-    lstms = ctx.models(arch="lstm", required=False)
-    hidden = ctx.models(arch="lstm-srnn-hidden", required=False)
+    # the LSTM and - S-RNN - HIDDEN at the minimal RNNs' dropouts, chosen among those (as at_shared_dropout)
+    at = set(minimal["dropout"])
+
+    def at_their_dropouts(arch: str) -> pd.DataFrame:
+        every = ctx.models(arch=arch, all_dropouts=True, required=False)
+        return chosen_among(every[every["dropout"].isin(at)])
+
+    lstms, hidden = at_their_dropouts("lstm"), at_their_dropouts("lstm-srnn-hidden")
     rows = []
     for (key, _), sub in minimal.groupby(["corpus_key", "group_id"], sort=False):
         first = sub.iloc[0]
@@ -447,6 +455,7 @@ def findings(df: pd.DataFrame, depths: pd.DataFrame) -> list[Finding]:
 
 class Ablations(Analysis):
     name = "ablations"
+    needs = Needs(dropouts="chosen and 0")  # at_shared_dropout: an LSTM whose Fig 1 cell chose more is read at 0
     title = TITLE
     question = QUESTION
     source = PAPER_SOURCE

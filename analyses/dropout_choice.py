@@ -178,3 +178,26 @@ def unread_networks(models: list, reads: str = "chosen and 0") -> dict[str, floa
     chosen = index[index["selected"]].groupby("variant")["dropout"].first()
     unread = index[~is_read(index["selected"], index["dropout"], reads) & ~index["variant"].isin(open_variants)]
     return {m: float(chosen.get(v, 0.0)) for m, v in zip(unread["model_id"], unread["variant"])}
+
+
+def at_shared_dropout(every: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Of models at every dropout they were trained at (`Context.models(all_dropouts=True)`), those that compare at
+    one dropout: per group of `by` (corpus, depth, width), only the dropouts every architecture of the group was
+    trained at (all of its own, where they share none), and among those each configuration's choice on validation
+    (select_by_validation, Karpathy et al. sec 3.3). Levy et al. train every member of their table alike (sec 4): an
+    LSTM that Fig 1's grid also trained at dropouts its ablations never had (the 128 row's 0.1 and 0.25) is read at
+    the ablations' dropout, not at the one validation chose for its Fig 1 cell. The ladder compares its rungs so too.
+    """
+    kept = []
+    for _, group in every.groupby(by, sort=False):
+        shared = set.intersection(*(set(sub["dropout"]) for _, sub in group.groupby("arch")))
+        kept.append(group[group["dropout"].isin(shared)] if shared else group)
+    return chosen_among(pd.concat(kept)) if kept else every
+
+
+def chosen_among(rows: pd.DataFrame) -> pd.DataFrame:
+    """Of these rows (models at several dropouts), each configuration's at the dropout validation chooses among them."""
+    if rows.empty:
+        return rows
+    rows = select_by_validation(rows.drop(columns="selected"))
+    return rows[rows["selected"]].sort_index().reset_index(drop=True)

@@ -44,6 +44,7 @@ from .base import Analysis, Claim, Finding, Result, majority
 from .brace_distance import brace_advantage  # the other analyses' measurements, read per model
 from .common import analysis_main
 from .context import Context, MissingInput, Needs
+from .dropout_choice import at_shared_dropout
 from .vanishing import geometric_mean, vanishing_ratio
 
 TITLE = "The lecture notes' ladder from CBOW to the LSTM"
@@ -55,7 +56,8 @@ PAPER_SOURCE = (
     "Goldberg and Pitis, lecture notes on RNNs (seed 004): the derivation, no numbers; Karpathy et al. (2016) "
     "sec 3.1 and 4.1 (the GRU, budget rows), Fig 5 left (braces); Maini et al. (2020) (vanishing ratio)"
 )
-NEEDS = Needs(ngram_n=(20,))  # the brace advantage is the model's p('}') minus the 20-gram's
+NEEDS = Needs(ngram_n=(20,), dropouts="chosen and 0")  # the brace advantage: the model's p('}') minus the 20-gram's;
+# a Fig 1 cell that chose a dropout its rungs lack is read at 0 (dropout_choice.at_shared_dropout)
 SETTINGS = {
     "budget": 128,  # the budget row: every rung has the parameters of a 1-layer LSTM of this width
     "layers": 1,  # depth of every rung
@@ -133,7 +135,8 @@ def measure(ctx: Context) -> pd.DataFrame:
     s = ctx.settings
     split, resamples, budget, layers = s["split"], s["resamples"], int(s["budget"]), int(s["layers"])
     archs = tuple(a for a, *_ in LADDER if a != "gru") + GRU_FORMS
-    ladders = _in_row(ctx, ctx.models(arch=archs, required=False), budget, layers)
+    every = _in_row(ctx, ctx.models(arch=archs, all_dropouts=True, required=False), budget, layers)
+    ladders = at_shared_dropout(every, ["corpus_key"])  # the rungs alike: a cell that chose dropout is read at theirs
     if ladders.empty:
         raise _missing(ctx, budget, layers)
     rows = []

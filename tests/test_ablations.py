@@ -43,6 +43,28 @@ def test_ablation_gaps_are_measured_in_the_lstms_seed_std(tmp_path, artifacts):
     assert df.loc["lstm-gates", "gap_in_lstm_std"] == pytest.approx(-1.5, abs=1e-4)
 
 
+def test_an_lstm_whose_grid_cell_chose_dropout_is_read_at_its_ablations_dropout(tmp_path, artifacts):
+    """Fig 1's grid also trains the LSTM 2 x 5 at dropout 0.1 (seed 0, validation 0.8 against 1.0 at 0: its cell
+    chooses 0.1); its ablations have dropout 0 alone. Levy's table compares its members alike: the LSTM of 3 seeds at
+    dropout 0 (2.0, 2.2, 2.4), not the one at 0.1 (1.5), so - S-RNN at 2.5 is +1.5 LSTM stds; the minGRU of that depth
+    meets the same LSTM. The cross_entropy section's cell still reads 0.1 (`Context.models`)."""
+    corpus = fake_corpus_file(tmp_path)
+    T = corpus.split("test").size - 1
+    _train(corpus, 2, 5, [2.0, 2.2, 2.4], {"lstm-srnn": 2.5})
+    fake_neural_model(corpus, nll=np.full(T, 1.5), arch="lstm", layers=2, size=5, dropout=0.1, val_loss=0.8)
+    fake_neural_model(corpus, nll=np.full(T, 2.3), arch="mingru", layers=2, size=5)
+    ctx = _ctx()
+    assert set(ctx.models(arch="lstm")["dropout"]) == {0.1}  # what validation chose for the Fig 1 cell
+    result = ablations.ANALYSIS.compute(ctx)
+    df = result.table.set_index("arch")
+    assert df.loc["lstm", "dropout"] == 0.0 and df.loc["lstm", "seeds"] == 3
+    assert df.loc["lstm", "ce_nats"] == pytest.approx(2.2, abs=1e-6)
+    assert df.loc["lstm-srnn", "gap_in_lstm_std"] == pytest.approx(1.5, abs=1e-4)
+    minimal = result.tables["input_only"].set_index("arch")
+    assert minimal.loc["mingru", "lstm_seeds"] == 3 and minimal.loc["mingru", "lstm_ce"] == pytest.approx(2.2, abs=1e-6)
+    assert ablations.ANALYSIS.needs.dropouts == "chosen and 0"  # so a run scores those dropout-0 LSTMs
+
+
 def test_two_depths_side_by_side_with_verdicts_per_depth(tmp_path, artifacts):
     """1 layer (LSTM 2.0 +- 0.1): - S-RNN 1.95 (-0.5 std, within), - S-RNN - OUT 2.1 (+1), - S-RNN - HIDDEN 2.9 (+9),
     - GATES 2.6 (+6): Levy's order fails for - S-RNN - OUT against the LSTM and - S-RNN - HIDDEN against - GATES,

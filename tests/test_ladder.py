@@ -80,6 +80,19 @@ def _numbers_check(result) -> None:
         assert len(sentence(finding).split()) <= 36, sentence(finding)
 
 
+def test_a_rung_whose_fig1_cell_chose_dropout_is_read_at_the_ladders_dropout(tmp_path, artifacts, stand_ins):
+    """Fig 1's grid also trains the row's RNN at dropout 0.1, better on validation (its cell chooses it, at 0.5
+    nats); the notes' other rungs have dropout 0 alone. The ladder compares its rungs alike: the RNN at 0 (1.8)."""
+    corpus = fake_corpus_file(tmp_path)
+    train_ladder(corpus, rungs=[a for a in CE if a != "gru"])
+    T, size = corpus.split("test").size - 1, matched_size("rnn", BUDGET, corpus.vocab_size, 1)
+    fake_neural_model(corpus, nll=np.full(T, 0.5), arch="rnn", size=size, dropout=0.1, val_loss=0.5)
+    ctx = _ctx()
+    assert set(ctx.models(arch="rnn")["dropout"]) == {0.1}  # what validation chose for the Fig 1 cell
+    by = ladder.ANALYSIS.compute(ctx).table.set_index("arch")
+    assert by.loc["rnn", "ce_nats"] == pytest.approx(CE["rnn"], abs=1e-6)
+
+
 def test_the_ladder_in_the_notes_order_with_each_steps_gain_over_its_parent(tmp_path, artifacts, stand_ins):
     prose, code = fake_corpus_file(tmp_path), code_corpus(tmp_path)
     assert prose.decode(prose.split("test")).count(b"}") == 0 and code.decode(code.split("test")).count(b"}") >= 5
