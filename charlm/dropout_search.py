@@ -79,3 +79,8 @@ def verdicts(profile, corpus, corpus_arg: str) -> dict[str, Verdict]:
         vals = [validation_loss(profile.name, corpus, m) for m in ids]
         out |= line_search([(m, c.dropout, v, v is not None) for m, c, v in zip(ids, configs, vals)])
     return out
+
+
+def untried(profile, corpus, corpus_arg: str) -> dict[str, Verdict]:
+    """{model id: Verdict} of the profile's models on one corpus that its line searches will never try."""
+    return {m: v for m, v in verdicts(profile, corpus, corpus_arg).items() if v.state == "untried"}

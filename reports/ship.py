@@ -169,6 +169,7 @@ def queue(profile) -> list[tuple]:
     """The profile's models in the order `train` trains them, as (corpus, config, group): the recurrent ones in
     `training_order` (group: their PRIORITY name), then the n-NNs ("the n-NNs"). A model its line search of dropout
     will not try (`untried`) is not in it."""
+    from charlm.dropout_search import untried
     from charlm.plan import ablation_sets, neural_configs
 
     planned, nnns, sets = [], [], []
@@ -182,14 +183,6 @@ def queue(profile) -> list[tuple]:
     groups = {m: PRIORITY[rank] for m, (rank, _) in priorities(planned, sets).items()}
     ordered = [(corpus, c, groups[c.model_id(corpus.key)]) for corpus, c in training_order(planned, sets)]
     return ordered + [(corpus, c, "the n-NNs") for corpus, c in nnns]
-
-
-def untried(profile, corpus, corpus_arg: str) -> dict:
-    """{model id: Verdict} of the models on one corpus that the profile's line searches of dropout will not try
-    (charlm.dropout_search)."""
-    from charlm.dropout_search import verdicts
-
-    return {m: v for m, v in verdicts(profile, corpus, corpus_arg).items() if v.state == "untried"}
 
 
 def line_verdict(profile, corpus, config):

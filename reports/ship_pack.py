@@ -13,12 +13,13 @@ from pathlib import Path
 
 import corpora
 from charlm import archs
+from charlm.dropout_search import untried
 from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, PENDING, RETIRED, SHIPPED_ROOT, shipped_folder, whole
 from corpora import atomic
 from corpora.errors import UserError
 
-from .ship import PROVENANCE, is_nnn, nnn_configs, untried
+from .ship import PROVENANCE, is_nnn, nnn_configs
 from .ship_park import settle, unpark
 
 

@@ -30,11 +30,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from charlm.dropout_search import untried
 from charlm.kinds.recurrent import shipped_stand_in
 from charlm.plan import load_profile
 from charlm.shipped import MANIFEST, PENDING, shipped_folder, whole
 
-from .ship import PROVENANCE, is_nnn, line_verdict, lock_holder, queue, training_estimate, untried
+from .ship import PROVENANCE, is_nnn, line_verdict, lock_holder, queue, training_estimate
 from .ship_pack import SHIPPED_BUDGET_MB, projected_bytes
 from .ship_park import parked_folder
 

@@ -35,12 +35,11 @@ class Recurrent(ModelKind):
     # ---------------------------------------------------------------- planning
 
     def plan(self, profile, corpus, corpus_arg, extra_orders=((), ())) -> list[Planned]:
-        from ..dropout_search import verdicts
+        from ..dropout_search import untried as never_tried
         from ..plan import neural_configs
 
         # a shipping profile's line search of dropout leaves out for good what it will not try (charlm.dropout_search)
-        searched = verdicts(profile, corpus, corpus_arg) if profile.ships_models else {}
-        untried = {m for m, v in searched.items() if v.state == "untried"}
+        untried = never_tried(profile, corpus, corpus_arg) if profile.ships_models else {}
         planned = []
         for config in neural_configs(profile, corpus, corpus_arg):
             mid = config.model_id(corpus.key)
