@@ -9,6 +9,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
 from corpora import atomic
 from corpora.errors import UserError
 
@@ -109,6 +111,7 @@ def cost_section(run: Run) -> list[str]:
     lines += jobs_by_work(run.timings.get("jobs") or {})
     lines += analyses_by_name(run.timings.get("analyses") or {})
     lines += work_bound(run.timings, run.measured)
+    lines += scope_choices(run)
     return lines
 
 
@@ -170,6 +173,76 @@ def work_bound(timings: dict, measured: dict | None) -> list[str]:
     return [f"Work: {_duration(jobs)} of model jobs and {_duration(analyses)} of analyses, in worker-seconds; on "
             f"{workers} workers no schedule ends before {_duration(bound)} (the work spread evenly, then rendering "
             f"{_duration(render)}).", ""]  # fmt: skip
+
+
+FIVE_MINUTES_S = 300.0  # issue 35: the default report, cold, on 2 cores
+
+
+def _cells_groups(parts: dict[str, float], models_csv: Path) -> dict[str, float]:
+    """`cells`' per-model parts' worker-seconds by what the model is there for, from the architecture records
+    (charlm.archs): Levy's ablations, the ladder's rungs, minGRU / minLSTM, Fig 1's grid by budget row."""
+    from charlm.archs import REGISTRY
+
+    index = pd.read_csv(models_csv).drop_duplicates("model_id").set_index("model_id") if models_csv.exists() else None
+    groups: dict[str, float] = {}
+    for model_id, seconds in parts.items():
+        if index is None or model_id not in index.index:
+            group = "models the run's index does not list"
+        else:
+            row = index.loc[model_id]
+            record = REGISTRY.get(str(row["arch"]))
+            if record is not None and record.ablation:
+                group = "Levy's ablations"
+            elif record is not None and record.family == "ladder":
+                group = "the ladder's rungs"
+            elif record is not None and record.family == "min":
+                group = "minGRU and minLSTM"
+            else:
+                group = f"Fig 1's grid, row {row['budget']:.0f}"
+        groups[group] = groups.get(group, 0.0) + float(seconds)
+    return groups
+
+
+def scope_choices(run: Run) -> list[str]:
+    """What each choice of the default report's scope would take off this run's work, and where the wall-time bound
+    would then stand against five minutes: exact worker-seconds of the run's own jobs (a `cells` part per model,
+    each analysis whole), added up most first. Which sections the default report holds is the maintainers' call."""
+    timings, workers = run.timings or {}, (run.measured or {}).get("workers")
+    analyses = {k: float(v) for k, v in (timings.get("analyses") or {}).items()}
+    if not workers or not analyses:
+        return []
+    jobs = sum(float(j.get("seconds") or 0) for j in (timings.get("jobs") or {}).values())
+    render = float(timings.get("render_s") or 0)
+    work = jobs + sum(analyses.values())
+    cells_parts = {k.split(":", 1)[1]: v for k, v in analyses.items() if k.startswith("cells:")}
+    groups = _cells_groups(cells_parts, run.data_dir / "models.csv")
+    rows_ = [g for g in groups if g.startswith("Fig 1's grid, row")]
+    central = [max(rows_, key=lambda g: float(g.rsplit(" ", 1)[1]))] if rows_ else []  # Fig 1's largest row
+    choices = sorted(((f"`cells` left out for {g}", s) for g, s in groups.items() if g not in central),
+                     key=lambda c: -c[1])  # fmt: skip
+    choices += sorted(((f"`{name}` in a named profile, not the default", s) for name, s in analyses.items()
+                       if ":" not in name and name != "cells" and s >= 0.05 * (work / int(workers))),
+                      key=lambda c: -c[1])  # fmt: skip
+    choices += [(f"`cells` left out for {g} too (the paper's own figure's models: no `cells` left)", groups[g])
+                for g in central]  # fmt: skip
+    left = work
+    rows = []
+    for what, seconds in choices:
+        left -= seconds
+        rows.append([what, f"{seconds:,.0f}", _duration(left / int(workers) + render)])
+    budget = (FIVE_MINUTES_S - render) * int(workers)
+    return [
+        "### What five minutes would take",
+        "",
+        f"Five minutes on {workers} workers, rendering ({_duration(render)}) paid, leave {budget:,.0f} worker-seconds; "
+        f"this run's jobs took {work:,.0f}. Each row takes one more choice of scope off the run (the worker-seconds "
+        "this run spent on it) and gives the wall time the work left would allow at best: first `cells` on the models "
+        "beside Fig 1's largest row (Karpathy et al. found Fig 2's cells in their best LSTMs), then whole analyses, "
+        "each most work first, then `cells` on that row too. Every choice removes what a section shows, not a cause: "
+        "which the default report makes is the maintainers' call (docs/cost-and-plan.md).",
+        "",
+        *table(["choice", "worker-seconds saved", "wall time at best, with the rows above"], rows),
+    ]
 
 
 def profile_rows(build_dir: Path, records_dir: Path = PROFILES_DIR) -> list[CostRow]:

@@ -245,3 +245,37 @@ def test_stopping_rule_doc_tables_each_retired_model_beside_its_replacement(buil
     assert "| linux | LSTM - S-RNN | 2 x 85 | 0 | 30 (converged) | 1.3000 +- 0.0025 | 41 (early_stopping) |" in text
     docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records", models_dir=tmp_path / "none")
     assert "*No model has been retired yet.*" in (out / "stopping-rule.md").read_text()
+
+
+def test_what_five_minutes_would_take_adds_up_the_runs_own_seconds(tmp_path):
+    """The scope table: `cells` parts grouped by the architecture records and budget rows (models.csv), whole
+    analyses, Fig 1's largest row last; each row's bound is the work left over the workers plus rendering."""
+    pd.DataFrame([
+        {"model_id": "a", "arch": "mingru", "budget": 128.0}, {"model_id": "b", "arch": "lstm-gates", "budget": 128.0},
+        {"model_id": "c", "arch": "lstm", "budget": 64.0}, {"model_id": "d", "arch": "lstm", "budget": 128.0},
+        {"model_id": "e", "arch": "cbow", "budget": 128.0},
+    ]).to_csv(tmp_path / "models.csv", index=False)  # fmt: skip
+    timings = {
+        "analyses": {"cells": 2.0, "cells:a": 30.0, "cells:b": 20.0, "cells:c": 40.0, "cells:d": 100.0,
+                     "cells:e": 10.0, "pooling": 50.0, "onion": 1.0},
+        "jobs": {"build:x": {"seconds": 300.0}}, "render_s": 20.0,
+    }  # fmt: skip
+    run = docs_run.Run("fake", tmp_path, timings, {"workers": 2})
+    text = "\n".join(docs_cost.scope_choices(run))
+    assert "leave 560 worker-seconds; this run's jobs took 553." in text  # (300 - 20) x 2; 300 + 253
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    # work 553, less each row's seconds in turn, over 2 workers, plus 20 s of rendering
+    saved = [
+        ("cells` left out for Fig 1's grid, row 64", 40),
+        ("cells` left out for minGRU and minLSTM", 30),
+        ("cells` left out for Levy's ablations", 20),
+        ("cells` left out for the ladder's rungs", 10),
+        ("pooling` in a named profile, not the default", 50),
+        ("cells` left out for Fig 1's grid, row 128 too (the paper's own figure's models: no `cells` left)", 100),
+    ]
+    left, expected = 553.0, []
+    for what, seconds in saved:
+        left -= seconds
+        expected.append(f"| `{what} | {seconds} | {docs_run._duration(left / 2 + 20)} |")
+    assert rows == expected  # onion (1 s, under 5 % of the bound) is no choice worth a row
+    assert expected[0].endswith("| 4 min 36 s |") and expected[-1].endswith("| 2 min 52 s |")  # 276.5 s, 171.5 s
