@@ -105,6 +105,17 @@ def _set_rng_state(state) -> None:
 OPTIMIZERS = ("rmsprop", "adam")
 
 
+def weights_finite(model: nn.Module) -> bool:
+    """Whether every weight is finite, checked after each update. A finite total norm proves it in one fused pass
+    (any inf or NaN makes the norm inf or NaN); only a non-finite norm, which huge finite weights can also give by
+    overflowing it, is checked weight by weight. Measured on the LSTM 2 x 85 (one thread, beside two trainers): 0.2 ms
+    a step against 1.3 ms weight by weight, which took 1.4 % of a dropout LSTM's training in a py-spy profile."""
+    params = list(model.parameters())
+    if torch.isfinite(torch.nn.utils.get_total_norm(params)):
+        return True
+    return bool(torch.stack([torch.isfinite(p).all() for p in params]).all())
+
+
 def make_optimizer(config, parameters) -> torch.optim.Optimizer:
     """The recipe's RMSProp (Karpathy et al. sec 3.3: lr, alpha = rms_alpha), or Adam for a config whose `optimizer`
     says so (only the n-NNs offer it: charlm.nnn.NNNConfig; a recurrent TrainConfig has no such field)."""
@@ -238,7 +249,7 @@ def fit(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
             optimizer.step()
-            if not torch.stack([torch.isfinite(p).all() for p in model.parameters()]).all():
+            if not weights_finite(model):
                 raise diverged(step, epoch, "the update made weights non-finite")  # never save non-finite weights
             task.after_step()
             progress_state["step"] = step = step + 1

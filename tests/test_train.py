@@ -499,3 +499,18 @@ def test_cli_bad_input_as_a_real_subprocess(tmp_path):
         out, err = proc.communicate(timeout=120)
         assert_one_line_error(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), code=2)
         assert not (tmp_path / f"out-{case}").exists()
+
+
+def test_weights_finite_is_the_check_weight_by_weight(tmp_path):
+    """loop.weights_finite: its fast path (a finite total norm) and its fallback agree with an element-wise check,
+    huge finite weights that overflow the norm included."""
+    from charlm.loop import weights_finite
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    assert weights_finite(model)
+    weight = model[1].weight
+    for value, finite in ((float("nan"), False), (float("inf"), False), (-float("inf"), False), (3e38, True)):
+        with torch.no_grad():
+            weight[0, 0] = value
+        assert weights_finite(model) is finite, value
+        assert weights_finite(model) == all(torch.isfinite(p).all() for p in model.parameters())
