@@ -36,6 +36,7 @@ MANIFEST = "manifest.json"
 INSTALLED_FROM = "installed_from"  # the metrics.json key that marks an installed (not locally trained) model
 RETIRED = "retired.json"  # models/<profile>/retired.json: each stand-in retired, measured beside its replacement
 PENDING = "pending"  # models/pending/<profile>/: finished models of a Levy set not yet whole (reports.ship_pack)
+PARTIAL = "partial"  # models/partial/<profile>/: partly trained models, parked between machines (reports.ship_park)
 
 
 def shipped_folder(profile: str, corpus_artifact_name: str, model_id: str, root: Path | None = None) -> Path:

@@ -43,7 +43,7 @@ from charlm.kinds import Job, Planned
 from charlm.paths import artifacts_root
 from charlm.plan import Profile, damage, left_out_line, plan_left_out
 from charlm.schedule import duration
-from charlm.shipped import install_shipped, installed
+from charlm.shipped import PARTIAL, REPO, SHIPPED_ROOT, install_shipped, installed
 from charlm.sweep import executor, run_graph
 from corpora import atomic
 
@@ -126,13 +126,17 @@ def _versions() -> dict[str, str]:
 
 
 def _git_revision() -> str:
+    """HEAD's revision, "+uncommitted changes" when tracked files differ from it; models parked in training
+    (models/partial/, which no run reads: `ship park` rewrites them every 15 minutes) do not count."""
+    parked = (SHIPPED_ROOT / PARTIAL).relative_to(REPO).as_posix()
     try:
         rev = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+            ["git", "-C", str(REPO), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
-        ).stdout.strip()
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", ".",
+             f":(exclude){parked}"], capture_output=True, text=True,
+        ).stdout.strip()  # fmt: skip
         return rev + ("+uncommitted changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown (not a git checkout)"

@@ -24,12 +24,11 @@ from pathlib import Path
 from charlm.checkpoint import file_sha256, load_payload
 from charlm.paths import complete_metrics, model_dir
 from charlm.plan import load_profile
-from charlm.shipped import MANIFEST, SHIPPED_ROOT, shipped_folder, whole
+from charlm.shipped import MANIFEST, PARTIAL, SHIPPED_ROOT, shipped_folder, whole
 from corpora import atomic
 
 from .ship import PROVENANCE, queue
 
-PARTIAL = "partial"  # models/partial/<profile>/: partly trained models, parked between machines
 STATE = "state.pt"
 LEFT_BEHIND = ("training.lock",)  # this machine's, not the model's
 

@@ -280,3 +280,27 @@ def test_a_worker_reuses_freed_memory_instead_of_faulting_it_in_again():
     pages = 64 * 2**20 // resource.getpagesize()
     assert second_faults("default") > pages // 2  # the default: every page faulted in again
     assert second_faults("keep") < pages // 20  # kept: the same memory, no new pages
+
+
+def test_a_runs_revision_is_dirty_for_code_not_for_models_parked_in_training(tmp_path, monkeypatch):
+    """reports.pipeline._git_revision: a change to a tracked file marks the revision "+uncommitted changes"; a change
+    under models/partial/ (rewritten by `ship park` while trainers run; no run reads it) does not."""
+    from reports import pipeline
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "models" / "partial").mkdir(parents=True)
+    (tmp_path / "models" / "partial" / "state.pt").write_bytes(b"step 1")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    monkeypatch.setattr(pipeline, "REPO", tmp_path)
+    monkeypatch.setattr(pipeline, "SHIPPED_ROOT", tmp_path / "models")
+    clean = pipeline._git_revision()
+    assert len(clean) == 12 and "+" not in clean
+    (tmp_path / "models" / "partial" / "state.pt").write_bytes(b"step 2")
+    assert pipeline._git_revision() == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert pipeline._git_revision() == clean + "+uncommitted changes"
