@@ -160,15 +160,20 @@ def analyses_by_name(analyses: dict) -> list[str]:
             "rest):", ""] + [*table(header, rows)]  # fmt: skip
 
 
+def _work(timings: dict) -> tuple[float, float, float]:
+    """A run's worker-seconds of model jobs and of analyses (their parts included), and its rendering seconds."""
+    jobs = sum(float(j.get("seconds") or 0) for j in (timings.get("jobs") or {}).values())
+    analyses = sum(float(v) for v in (timings.get("analyses") or {}).values())
+    return jobs, analyses, float(timings.get("render_s") or 0)
+
+
 def work_bound(timings: dict, measured: dict | None) -> list[str]:
     """What the run's work alone says of its wall time: its jobs' and analyses' worker-seconds, spread perfectly over
     its workers, plus rendering: no schedule finishes sooner (the cold default report's 5 minutes are judged by it)."""
     workers = (measured or {}).get("workers")
-    jobs = sum(float(j.get("seconds") or 0) for j in (timings.get("jobs") or {}).values())
-    analyses = sum(float(v) for v in (timings.get("analyses") or {}).values())
+    jobs, analyses, render = _work(timings)
     if not workers or not (jobs or analyses):
         return []
-    render = float(timings.get("render_s") or 0)
     bound = (jobs + analyses) / int(workers) + render
     return [f"Work: {_duration(jobs)} of model jobs and {_duration(analyses)} of analyses, in worker-seconds; on "
             f"{workers} workers no schedule ends before {_duration(bound)} (the work spread evenly, then rendering "
@@ -206,14 +211,14 @@ def _cells_groups(parts: dict[str, float], models_csv: Path) -> dict[str, float]
 def scope_choices(run: Run) -> list[str]:
     """What each choice of the default report's scope would take off this run's work, and where the wall-time bound
     would then stand against five minutes: exact worker-seconds of the run's own jobs (a `cells` part per model,
-    each analysis whole), added up most first. Which sections the default report holds is the maintainers' call."""
+    each analysis whole), taken off one after another. Which sections the default report holds is the maintainers'
+    call."""
     timings, workers = run.timings or {}, (run.measured or {}).get("workers")
     analyses = {k: float(v) for k, v in (timings.get("analyses") or {}).items()}
     if not workers or not analyses:
         return []
-    jobs = sum(float(j.get("seconds") or 0) for j in (timings.get("jobs") or {}).values())
-    render = float(timings.get("render_s") or 0)
-    work = jobs + sum(analyses.values())
+    jobs, analysed, render = _work(timings)
+    work = jobs + analysed
     cells_parts = {k.split(":", 1)[1]: v for k, v in analyses.items() if k.startswith("cells:")}
     groups = _cells_groups(cells_parts, run.data_dir / "models.csv")
     rows_ = [g for g in groups if g.startswith("Fig 1's grid, row")]
