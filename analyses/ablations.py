@@ -8,83 +8,40 @@ side by side (`depths`: a depth the run lacks is named, its verdicts untested).
 
 Beside them, Levy's argument carried forward (new): minGRU and minLSTM (Feng et al. 2024), whose gates and content
 read the input alone like - S-RNN - HIDDEN's gates, are stacked at 1, 2 and 3 layers in a budget row; `input_only`
-sets each beside the LSTM of its depth and budget row (Fig 1's, the yardstick above where it has seeds) and asks
-whether depth closes the gap, and at which depth: within NOISE_STDS LSTM seed stds where the LSTM has 2 or more
-seeds, else the gap in nats alone.
+(analyses/ablations_min.py) sets each beside the LSTM of its depth and budget row (Fig 1's, the yardstick above where
+it has seeds) and asks whether depth closes the gap, and at which depth: within NOISE_STDS LSTM seed stds where the
+LSTM has 2 or more seeds, else the gap in nats alone.
 
-Below: measure (the tidy table, one row per corpus, depth, width and architecture), depth_summary (one row per corpus
-and depth: the ordering, the ablations within NOISE_STDS LSTM stds, - GATES's gap and rank, Levy's numbers on the same
-yardstick), input_only, the findings written from them, and the figure (plot in analyses/ablations_plot.py).
+Levy et al.'s Table 1, its order and the yardstick (NOISE_STDS) are analyses/levy.py. Below: measure (the tidy table,
+one row per corpus, depth, width and architecture), depth_summary (one row per corpus and depth: the ordering, the
+ablations within NOISE_STDS LSTM stds, - GATES's gap and rank, Levy's numbers on the same yardstick), hidden_depth
+(- S-RNN - HIDDEN at each depth), the findings written from them, and the figure (analyses/ablations_plot.py).
 """
 
 from __future__ import annotations
 
 import sys
-from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
-from charlm import archs
-from charlm.model import ARCH_LABELS
 from corpora.errors import run_cli
 
+from .ablations_min import input_only, input_only_findings
 from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main
 from .context import Context, MissingInput, Needs
-from .dropout_choice import at_shared_dropout, chosen_among
+from .dropout_choice import at_shared_dropout
+from .levy import GATED_SUM, LABELS, NOISE_STDS, ORDER, SHORT, levy_numbers, pairs_in_order, paper_table
 
 TITLE = "Levy et al.'s ablations of the LSTM"
 QUESTION = "Is the LSTM's power in its embedded S-RNN or in the gated, element-wise weighted sum of its memory cell?"
 PAPER_SOURCE = "Levy et al. (2018), Table 1 (PTB word-level perplexity; LSTM mean +- std over 5 seeds)"
-ORDER = ["lstm", "lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden", "lstm-gates"]
-GATED_SUM = ("lstm-srnn", "lstm-srnn-out", "lstm-srnn-hidden")  # the ablations that keep the gated weighted sum
-LEVY_ORDER = ("lstm-srnn", "lstm-srnn-out", "lstm", "lstm-srnn-hidden", "lstm-gates")  # PTB Large, best first
 SETTINGS = {
     "split": "test",  # split scored
     "resamples": 100,  # bootstrap resamples of positions
     "depths": [1, 2],  # depths the section reports (the reference profile's [ablations] layers); absent: untested
 }
-INPUT_ONLY = archs.names(family="min")  # minGRU, minLSTM: every gate and the content read the input alone
-PARAMS_MATCH = 1.25  # a minimal RNN's LSTM has its depth and at most 25 % more or fewer parameters (its budget row)
-NOISE_STDS = 3.0  # an ablation is within noise of the LSTM when |gap| <= this many LSTM seed stds
-LABELS = ARCH_LABELS
-SHORT = {a: LABELS[a].removeprefix("LSTM ") if a != "lstm" else "LSTM" for a in ORDER}  # "- S-RNN", ...
-# Levy et al. Table 1: the LSTM's perplexity and seed std, then - S-RNN, - S-RNN - OUT, - S-RNN - HIDDEN, - GATES
-_LEVY = {"Large": (78.8, 0.2, [76.0, 78.5, 82.9, 126.1]), "Medium": (83.9, 0.3, [80.5, 81.6, 83.3, 140.9])}
-
-
-def paper_table() -> pd.DataFrame:
-    """Table 1 of Levy et al.: perplexity (lower is better); gap in units of the LSTM's std, computed here."""
-    rows = []
-    for size in ("Medium", "Large"):
-        lstm, std, others = _LEVY[size]
-        rows.append({"configuration": f"PTB ({size})", "model": "LSTM", "perplexity": lstm, "lstm_std": std,
-                     "gap_in_lstm_std": 0.0})  # fmt: skip
-        for arch, value in zip(ORDER[1:], others):
-            rows.append({"configuration": f"PTB ({size})", "model": LABELS[arch], "perplexity": value, "lstm_std": std,
-                         "gap_in_lstm_std": round((value - lstm) / std, 1)})  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def levy_numbers(size: str = "Large") -> dict:
-    """Levy et al.'s Table 1 on our yardstick: how many gated-sum ablations are within NOISE_STDS of their LSTM, the
-    gap of - GATES in their LSTM's stds, and how many model pairs their own table orders as LEVY_ORDER."""
-    lstm, std, others = _LEVY[size]
-    ppl = {"lstm": lstm, **dict(zip(ORDER[1:], others))}
-    return {
-        "within": sum(abs(ppl[a] - lstm) / std <= NOISE_STDS for a in GATED_SUM),
-        "gates_std": (ppl["lstm-gates"] - lstm) / std,
-        "pairs": pairs_in_order(ppl)[0],
-    }
-
-
-def pairs_in_order(ce: dict) -> tuple[int, int]:
-    """Of the pairs of models present in `ce` ({arch: value}, lower is better), how many LEVY_ORDER puts in the
-    order `ce` does, and how many pairs there are."""
-    present = [a for a in LEVY_ORDER if a in ce]
-    pairs = list(combinations(present, 2))  # each (better in Levy's order, worse)
-    return sum(ce[a] < ce[b] for a, b in pairs), len(pairs)
 
 
 # ------------------------------------------------------------------------------------------ the tidy table
@@ -186,108 +143,6 @@ def depth_summary(df: pd.DataFrame, depths: list[int]) -> pd.DataFrame:
             })  # fmt: skip
             rows.append(row)
     return pd.DataFrame(rows)
-
-
-# ------------------------------------------------------------------------------------------ the minimal RNNs
-
-
-def input_only(ctx: Context, scores: dict | None = None) -> pd.DataFrame:
-    """One row per corpus and minimal-RNN configuration (INPUT_ONLY): its cross-entropy (mean over its seeds)
-    beside the LSTM of its depth and budget row (the LSTM configuration of that depth nearest in parameters, within
-    PARAMS_MATCH, with the most seeds; mean and seed std over its seeds), the gap in nats and in LSTM seed stds (where
-    the LSTM has 2 or more seeds), and - S-RNN - HIDDEN of that depth (at the LSTM's width), the ablation whose gates
-    also read the input alone. Empty where the run has no minimal RNN."""
-    cols = ["corpus", "layers", "arch", "model", "size", "params", "seeds", "ce_nats", "lstm_size",
-            "lstm_params", "lstm_seeds", "lstm_ce", "lstm_std", "gap_nats", "gap_in_lstm_std", "hidden_ce",
-            "hidden_gap_nats", "within_noise"]  # fmt: skip
-    minimal = ctx.models(arch=INPUT_ONLY, required=False)
-    if minimal.empty:
-        return pd.DataFrame(columns=cols)
-
-    scores = {} if scores is None else scores
-
-    def ce(models: pd.DataFrame) -> np.ndarray:  # each model's test cross-entropy (scored once: `scored`)
-        return np.array([scored(ctx, scores, r)[0] for _, r in models.iterrows()])
-
-    # the LSTM and - S-RNN - HIDDEN at the minimal RNNs' dropouts, chosen among those (as at_shared_dropout)
-    at = set(minimal["dropout"])
-
-    def at_their_dropouts(arch: str) -> pd.DataFrame:
-        every = ctx.models(arch=arch, all_dropouts=True, required=False)
-        return chosen_among(every[every["dropout"].isin(at)])
-
-    lstms, hidden = at_their_dropouts("lstm"), at_their_dropouts("lstm-srnn-hidden")
-    rows = []
-    for (key, _), sub in minimal.groupby(["corpus_key", "group_id"], sort=False):
-        first = sub.iloc[0]
-        layers = int(first["layers"])
-        lstm = lstms[(lstms["corpus_key"] == key) & (lstms["layers"] == layers)]
-        if len(lstm):  # its budget row's: the LSTM nearest in parameters (within PARAMS_MATCH), most seeds
-            far = np.abs(np.log(lstm["params"].astype(float) / float(first["params"])))
-            lstm = lstm[far <= np.log(PARAMS_MATCH)]
-        if len(lstm):
-            nearest = far[lstm.index].min()
-            lstm = lstm[far[lstm.index] == nearest]
-            lstm = lstm[lstm["group_id"] == lstm.groupby("group_id").size().idxmax()]
-        mean = float(ce(sub).mean())
-        row = {"corpus": first["corpus"], "layers": layers, "arch": first["arch"], "model": LABELS[first["arch"]],
-               "size": int(first["size"]), "params": int(first["params"]), "seeds": len(sub),
-               "ce_nats": mean}  # fmt: skip
-        if len(lstm):
-            lstm_ce = ce(lstm)
-            std = float(lstm_ce.std(ddof=1)) if lstm_ce.size > 1 else float("nan")
-            gap = mean - float(lstm_ce.mean())
-            row.update({"lstm_size": int(lstm["size"].iloc[0]), "lstm_params": int(lstm["params"].iloc[0]),
-                        "lstm_seeds": lstm_ce.size, "lstm_ce": float(lstm_ce.mean()), "lstm_std": std,
-                        "gap_nats": gap, "gap_in_lstm_std": gap / std if std > 0 else np.nan})  # fmt: skip
-            if np.isfinite(row["gap_in_lstm_std"]):
-                row["within_noise"] = bool(abs(row["gap_in_lstm_std"]) <= NOISE_STDS)
-        ablated = hidden[(hidden["corpus_key"] == key) & (hidden["layers"] == layers)]
-        if len(ablated):
-            ablated = ablated[ablated["group_id"] == ablated.groupby("group_id").size().idxmax()]
-            row["hidden_ce"] = float(ce(ablated).mean())
-            if "lstm_ce" in row:
-                row["hidden_gap_nats"] = row["hidden_ce"] - row["lstm_ce"]
-        rows.append(row)
-    df = pd.DataFrame(rows).reindex(columns=cols)
-    return df.sort_values(["corpus", "arch", "layers"], key=lambda c: c.map(INPUT_ONLY.index) if c.name == "arch"
-                          else c, ignore_index=True)  # fmt: skip
-
-
-def input_only_findings(df: pd.DataFrame) -> list[Finding]:
-    """Per corpus and minimal RNN: its gap to the LSTM of each depth trained, and whether depth closes it (new; Feng et
-    al. report no character-level numbers): within NOISE_STDS LSTM seed stds from the shallowest depth where it is; a
-    depth whose LSTM has one seed gives its gap in nats and no verdict on noise."""
-    out = []
-    for (corpus, arch), sub in df.groupby(["corpus", "arch"], sort=False):
-        values = {"corpus": corpus, "model": LABELS[arch], "threshold": NOISE_STDS}
-        parts, closes, tested = [], None, 0
-        for k, (_, r) in enumerate(sub.sort_values("layers").iterrows()):
-            values[f"l{k}"] = int(r["layers"])
-            where = f"at {{l{k}}} layer" + ("s" if int(r["layers"]) > 1 else "")
-            if pd.isna(r["lstm_ce"]):
-                parts.append(f"no LSTM {where}")
-                continue
-            values[f"g{k}"] = r["gap_nats"]
-            if pd.notna(r["gap_in_lstm_std"]):
-                tested += 1
-                values[f"d{k}"] = r["gap_in_lstm_std"]
-                parts.append(f"{{g{k}:+.3f}} nats {where} ({{d{k}:+.1f}} stds)")
-                if closes is None and r["within_noise"]:
-                    closes = int(r["layers"])
-            else:
-                values[f"n{k}"] = int(r["lstm_seeds"])
-                parts.append(f"{{g{k}:+.3f}} {where} ({{n{k}}} LSTM seed)")
-        if closes is not None:
-            values["closes"] = closes
-            end = "; within {threshold:g} stds from {closes} layer" + ("s" if closes > 1 else "")
-        elif tested:
-            end = "; beyond {threshold:g} stds wherever the LSTM has seeds"
-        else:
-            end = "; within noise untested (LSTMs of one seed)"
-        out.append(Finding("{corpus}: {model} minus the LSTM of its depth and budget row: " + ", ".join(parts) + end,
-                           values, corpus=corpus))  # fmt: skip
-    return out
 
 
 HIDDEN_DEPTH_COLUMNS = ["corpus", "layers", "size", "hidden_ce", "gap_nats", "gap_in_lstm_std", "gap_taken_off",
@@ -492,7 +347,7 @@ class Ablations(Analysis):
         df = measure(ctx, scores)
         asked = list(ctx.settings.get("depths") or [])
         depths = depth_summary(df, asked)
-        minimal = input_only(ctx, scores)
+        minimal = input_only(ctx, lambda row: scored(ctx, scores, row)[0])
         hidden = hidden_depth(df)
         return Result(df, findings(df, depths) + hidden_depth_findings(hidden) + input_only_findings(minimal),
                       tables={"depths": depths, "input_only": minimal, "hidden_depth": hidden})  # fmt: skip

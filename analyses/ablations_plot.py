@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .ablations import NOISE_STDS, ORDER, SHORT
 from .common import style
+from .levy import NOISE_STDS, ORDER, SHORT
 
 
 def plot(df: pd.DataFrame, depths: pd.DataFrame, minimal: pd.DataFrame | None = None):

@@ -14,7 +14,7 @@ Goldberg and Pitis's notes (seed 004) derive the LSTM in steps, each a model one
 Here every rung is trained in one budget row (every model sized to the parameter count of a 1-layer
 LSTM of that width, Karpathy et al. sec 4.1) and measured three ways: test cross-entropy (nats/char,
 from the model's predictions, bootstrap std over positions), the vanishing ratio (Maini et al. 2020 as
-the notes define it, ||dL/dh_mid|| / ||dL/dh_end||; analyses/vanishing.py: the gradient of the last
+the notes define it, ||dL/dh_mid|| / ||dL/dh_end||; analyses/vanishing_measure.py: the gradient of the last
 character's loss at mid-window over its value where the loss is, for the memory state, at the
 best-on-validation checkpoint) and, on a corpus with braces, the brace
 advantage (Karpathy et al. Fig 5 left; analyses/brace_distance.py: the model's mean p('}') where '}'
@@ -45,7 +45,7 @@ from .brace_distance import brace_advantage  # the other analyses' measurements,
 from .common import analysis_main
 from .context import Context, MissingInput, Needs
 from .dropout_choice import at_shared_dropout
-from .vanishing import geometric_mean, vanishing_ratio
+from .vanishing_measure import geometric_mean, vanishing_ratio
 
 TITLE = "The lecture notes' ladder from CBOW to the LSTM"
 QUESTION = (

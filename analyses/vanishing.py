@@ -40,7 +40,8 @@ memory cell at mid-window (||dL/dc_mid|| / ||dL/dh_end||) is named the c ratio w
 averaged (geometric mean) within one configuration (architecture, depth, width) only. Below: compute (the tidy
 table, one row per model, checkpoint, layer, state and lag), configurations (those means), comparisons (per corpus:
 the headline LSTM against Maini et al.'s BiLSTM range, the gated models against the RNN of the same budget row and
-depth), the findings, and the figure (analyses/vanishing_plot.py).
+depth), the findings, and the figure (analyses/vanishing_plot.py). The gradient profiles themselves (the windows, the
+norms per lag, their cache per checkpoint, the ratios read from them) are analyses/vanishing_measure.py.
 """
 
 from __future__ import annotations
@@ -49,17 +50,15 @@ import sys
 
 import numpy as np
 import pandas as pd
-import torch
 
-from charlm.gradients import ratio_first_over_middle, ratio_middle_over_ends
-from charlm.gradients_batched import charlm_gradient_norms
-from charlm.model import ARCH_LABELS, ARCHS, LAYERS, CharLM
+from charlm.model import ARCH_LABELS, ARCHS
 from corpora.errors import UserError, run_cli
 
 from .base import Analysis, Claim, Finding, Result, majority
 from .common import analysis_main, headline_id, report_order, whole
 from .context import Context, MissingInput, Needs
 from .maini import ratio_field, table2, table2_range
+from .vanishing_measure import MEASUREMENT, checkpoint_profiles, geometric_mean, has_cell, profile_ratios, windows
 
 TITLE = "Vanishing gradients: how far back one character's loss reaches"
 QUESTION = (
@@ -71,18 +70,13 @@ PAPER_SOURCE = (
     "vanishing ratio of classifiers when they reach 95 % training accuracy, at 1K / 5K / 20K training examples"
 )
 SETTINGS = {
-    "split": "test",  # split the windows are cut from
-    "windows": 32,  # windows averaged per checkpoint, evenly spaced over the split
-    "max_lag": 200,  # K: the last position's loss is differentiated w.r.t. the states 0..K steps back
-    "warmup": 200,  # characters before each window that set its starting state (then detached)
+    **MEASUREMENT,  # split, windows, max_lag, warmup: the windows the gradient is taken over (vanishing_measure)
     "snapshots": 8,  # training snapshots profiled per model (spread over the saved ones, last included)
     "snapshot_seeds": 1,  # seeds per configuration profiled along training (the others: init and final)
     "arch": [],  # architectures to profile (empty: every one there is)
     "states": ["h", "c"],  # h, and the memory cell c of the architectures that have one
 }
 NEEDS = Needs(predictions=False)  # reads checkpoints (traces, gradients, samples), not Predictions
-CACHE_FORMAT = 2  # bump when what a cached profile holds changes
-LOSS_SCALE = 2.0**80  # float32 gradients down to ~1e-60 stay above underflow; 1e14-fold growth stays finite
 LABELS = ARCH_LABELS
 COLUMNS = [
     "corpus", "arch", "label", "budget", "size", "layers", "seed", "model_id", "group_id", "checkpoint", "chars",
@@ -90,140 +84,6 @@ COLUMNS = [
 ]  # fmt: skip
 FACTOR = 10  # one ratio is larger or smaller than another only when they differ by this factor (a decade)
 GATED = ("lstm", "gru-paper", "gru")  # the gated models set against the RNN of the same budget row and depth
-
-
-# ------------------------------------------------------------------------------------------ the measurement
-
-
-def windows(ids: np.ndarray, count: int, max_lag: int, warmup: int, split: str = "test"):
-    """`count` windows of max_lag + 1 characters evenly spaced over `ids`, each with the `warmup` characters before
-    it (fewer when the split is short) and the character after it: (warm (B, W), window (B, K + 1), target (B,))."""
-    n = ids.size
-    if max_lag < 1 or count < 1:
-        raise UserError(f"max_lag and windows must be positive, got max_lag={max_lag}, windows={count}")
-    if max_lag + 2 > n:
-        raise MissingInput(
-            f"a lag of {max_lag} needs windows of {max_lag + 2} characters, but the {split} split has only {n}"
-        )
-    warm = min(warmup, n - max_lag - 2)
-    starts = np.unique(np.linspace(warm, n - max_lag - 2, count).round().astype(np.int64))
-    stack = lambda lo, hi: np.stack([ids[s + lo : s + hi] for s in starts]).astype(np.int64)  # noqa: E731
-    return stack(-warm, 0), stack(0, max_lag + 1), ids[starts + max_lag + 1].astype(np.int64)
-
-
-def lag_profiles(
-    models: list[CharLM], warm: np.ndarray, window: np.ndarray, target: np.ndarray
-) -> list[dict[str, np.ndarray]]:
-    """Per model (checkpoints of one configuration, computed together: charlm.gradients_batched), per state
-    (`layers.{l}.{h|c}`), the mean over windows of || dL_T / d state_{T-k} ||, k = 0..K (index = lag)."""
-    norms = charlm_gradient_norms(
-        models, torch.from_numpy(warm), torch.from_numpy(window), torch.from_numpy(target), LOSS_SCALE
-    )
-    return [{name: g[::-1].mean(1) for name, g in n.items()} for n in norms]  # time order -> lag order
-
-
-def lag_profile(model: CharLM, warm: np.ndarray, window: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
-    """`lag_profiles` of one model."""
-    return lag_profiles([model], warm, window, target)[0]
-
-
-def initial_model(ctx: Context, row: pd.Series) -> CharLM:
-    """The model as training started: the seed, then CharLM(config), exactly as LanguageModelTask builds it."""
-    config = ctx.model(row).config
-    with torch.random.fork_rng():
-        torch.manual_seed(int(row["seed"]))
-        model = CharLM(config)
-    return model.eval()
-
-
-def _profile_key(ctx: Context, row: pd.Series, snapshot: str | None, settings: dict) -> dict:
-    if snapshot in (None, "init"):
-        which = snapshot or "final"
-    else:
-        snaps = ctx.snapshots(row)
-        match = snaps[snaps["file"] == snapshot]
-        if match.empty:
-            raise UserError(
-                f"{row['model_id']} has no snapshot {snapshot!r} (its snapshots: {', '.join(snaps['file'])})"
-            )
-        which = f"{snapshot}:{match['sha256'].iloc[0]}"
-    split, count, max_lag, warmup = (settings[k] for k in ("split", "windows", "max_lag", "warmup"))
-    return {
-        "model": ctx.digest(row), "checkpoint": which, "split": split, "windows": count, "max_lag": max_lag,
-        "warmup": warmup, "format": CACHE_FORMAT,
-    }  # fmt: skip
-
-
-class _NotCached(Exception):
-    pass
-
-
-def _not_cached():
-    raise _NotCached
-
-
-def checkpoint_profiles(
-    ctx: Context, row: pd.Series, snapshots: list[str | None], settings: dict
-) -> list[dict[str, np.ndarray]]:
-    """`lag_profile` of checkpoints of a model, each None (the final model), "init", or a file of ctx.snapshots(row).
-    Cached under artifacts/_cache/vanishing, each keyed by the model, the checkpoint's digest and the settings;
-    those not cached are computed together (`lag_profiles`: the same numbers as one at a time)."""
-    keys = [_profile_key(ctx, row, snapshot, settings) for snapshot in snapshots]
-    out, missing = {}, []
-    for i, key in enumerate(keys):
-        try:
-            out[i] = ctx.cached("vanishing", key, _not_cached)
-        except _NotCached:
-            missing.append(i)
-    if missing:
-        ids = ctx.corpus(row).split(settings["split"])
-        warm, window, target = windows(ids, *(settings[k] for k in ("windows", "max_lag", "warmup", "split")))
-        models = [initial_model(ctx, row) if snapshots[i] == "init" else ctx.model(row, snapshots[i]) for i in missing]
-        for i, profile in zip(missing, lag_profiles(models, warm, window, target)):
-            out[i] = ctx.cached("vanishing", keys[i], lambda profile=profile: profile)
-    return [out[i] for i in range(len(keys))]
-
-
-def checkpoint_profile(ctx: Context, row: pd.Series, snapshot: str | None, settings: dict) -> dict[str, np.ndarray]:
-    """`checkpoint_profiles` of one checkpoint."""
-    return checkpoint_profiles(ctx, row, [snapshot], settings)[0]
-
-
-def has_cell(arch: str) -> bool:
-    """Whether the architecture's layers carry a memory cell c besides h (the LSTM family but - GATES, the
-    prototype and pseudo-LSTM): read from the layer class, so no checkpoint is loaded to ask."""
-    layer_class, _ = LAYERS[arch]
-    return "c" in layer_class.state_names
-
-
-def profile_ratios(profile: dict[str, np.ndarray], layer: int, state: str) -> tuple[float, float]:
-    """(vanishing ratio, far end over middle) of one state of a lag profile (lag order, index = lag).
-
-    The vanishing ratio (Maini et al. as the notes define it): mean g over the middle 10 % of the lags over g at
-    the end where the loss is, lag 0 of h (for c too: dL_T/dc_T = 0, the loss reads h_T). The other: g_K over
-    the same middle, the far end the loss does not touch."""
-    g = profile[f"layers.{layer}.{state}"][::-1]  # time order: the far end first, lag 0 last
-    end = profile[f"layers.{layer}.h"][0]  # where the loss attaches: the h the head reads
-    return ratio_middle_over_ends(np.r_[g[:-1], end]), ratio_first_over_middle(g)
-
-
-def vanishing_ratio(
-    ctx: Context, row: pd.Series, snapshot: str | None = None, state: str | None = None, settings: dict | None = None
-) -> float:
-    """Maini et al.'s vanishing ratio of one checkpoint (None: final; "init"; or a snapshot file): the mean g of
-    the middle 10 % of lags over g at lag 0 (where the loss is), g_k = || dL_T / d state_{T-k} || of the top layer,
-    averaged over windows (`profile_ratios`).
-
-    `state`: "h" or "c" (default: the memory state, c where the model has a cell, else h). `settings`: this
-    module's SETTINGS keys to override (split, windows, max_lag, warmup); cached like compute's profiles.
-    """
-    settings = {**SETTINGS, **(settings or {})}
-    profile = checkpoint_profile(ctx, row, snapshot, settings)
-    top = int(row["layers"]) - 1
-    state = state or ("c" if f"layers.{top}.c" in profile else "h")
-    if f"layers.{top}.{state}" not in profile:
-        raise MissingInput(f"{row['model_id']} ({row['arch']}) has no state {state!r}: it keeps only h")
-    return profile_ratios(profile, top, state)[0]
 
 
 # ------------------------------------------------------------------------------------------ the analysis
@@ -306,13 +166,6 @@ def compute(ctx: Context) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------------------ per configuration
-
-
-def geometric_mean(values) -> float:
-    """Of ratios that span decades (a ratio of 0, a gradient that is gone, gives 0; none: NaN)."""
-    values = np.asarray(values, dtype=float)
-    with np.errstate(divide="ignore"):
-        return float(np.exp(np.log(values).mean())) if values.size else float("nan")
 
 
 def config_label(row) -> str:

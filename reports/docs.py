@@ -16,7 +16,7 @@ Reads what `python -m reports --profile P` left in <build-dir>/<P>/data/ and wri
 
 Nothing here computes a result: every number of ours is read from the run's files, and the papers' numbers come from
 the analyses that compare with them (analyses.cross_entropy._PAPER, analyses.ngram._PAPER,
-analyses.ablations.paper_table). Every table is headed by the run it comes from. A part the run did not write (an
+analyses.levy.paper_table). Every table is headed by the run it comes from. A part the run did not write (an
 older run, a profile without that analysis) is skipped with one line naming the run that would make it.
 """
 
@@ -292,8 +292,8 @@ def levy_section(run: Run) -> list[str]:
         return lines + run.missing("ablations.csv", "ablations table")
     if not {"corpus", "model", "ce_nats"} <= set(df.columns) or df.empty:
         return lines + ["*Skipped: `ablations.csv` holds no model with corpus, model and ce_nats.*", ""]
-    ablations, why = _paper_module("ablations")
-    paper = (ablations.paper_table() if ablations
+    table1, why = _paper_module("levy")
+    paper = (table1.paper_table() if table1
              else pd.DataFrame(columns=["configuration", "model", "gap_in_lstm_std"]))  # fmt: skip
     lines += [why, ""] if why else []
     configs = list(dict.fromkeys(paper["configuration"]))
@@ -301,7 +301,7 @@ def levy_section(run: Run) -> list[str]:
     lines += [
         "Ours: test cross-entropy in nats per character (the LSTM +- its seed-to-seed std), each ablation's gap to "
         "the LSTM in nats and in units of that std. Levy et al.: PTB word-level perplexity, the same gap in units of "
-        "their LSTM's std over seeds (computed from their Table 1 by analyses/ablations.py). Compare orderings and "
+        "their LSTM's std over seeds (computed from their Table 1 by analyses/levy.py). Compare orderings and "
         "gaps in std units, not values.",
         "",
     ]
@@ -322,7 +322,7 @@ def levy_section(run: Run) -> list[str]:
 
 
 def min_rnn_section(run: Run) -> list[str]:
-    """Issue 39: minGRU and minLSTM beside the LSTM of their depth and budget row (analyses.ablations.input_only)."""
+    """Issue 39: minGRU and minLSTM beside the LSTM of their depth and budget row (analyses/ablations_min.py)."""
     lines = ["## minGRU and minLSTM beside the LSTM of their depth", "", run.generated(), ""]
     name = "ablations.input_only.csv"
     df = _read_csv(run.path(name))

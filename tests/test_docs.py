@@ -140,7 +140,7 @@ def test_an_analysis_that_does_not_import_leaves_out_only_the_papers_numbers(bui
     out = build / "docs"
     docs.write_docs(build / "build", "fake", out, records_dir=build / "no-records")
     text = (out / "results.md").read_text()
-    for name in ("cross_entropy", "ngram", "ablations"):
+    for name in ("cross_entropy", "ngram", "levy"):
         assert f"*`analyses.{name}` did not import.*" in text
     assert "| warpeace | 128 | LSTM | 1 | 128 | 2 | 1.255 +- 0.002 | — | — |" in text
     assert "2.399 / —" in text and "| LSTM - S-RNN | 1 | 1.284 | +0.029 | +4.1 |" in text

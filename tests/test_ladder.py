@@ -1,6 +1,7 @@
 """The ladder analysis on hand-made models whose cross-entropies are set, with stand-ins for the vanishing ratio
-and the brace advantage (analyses/vanishing.py and analyses/brace_distance.py are other modules' work): the rungs in
-the notes' order, each step's verdict (untested where a rung is missing), every number of a finding in the tables."""
+and the brace advantage (analyses/vanishing_measure.py and analyses/brace_distance.py are other modules' work): the
+rungs in the notes' order, each step's verdict (untested where a rung is missing), every number of a finding in the
+tables."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 import torch
 from conftest import fake_corpus_file, fake_neural_model, make_text
 
-from analyses import common, ladder, vanishing
+from analyses import common, ladder, vanishing_measure
 from analyses.context import Context, MissingInput, model_index
 from analyses.prose import sentence, unsupported_numbers
 from charlm.checkpoint import load_checkpoint
@@ -32,7 +33,7 @@ def stand_ins(monkeypatch):
     calls = []
 
     def vanishing_ratio(ctx, row, snapshot=None, state=None, settings=None):
-        split = {**vanishing.SETTINGS, **(settings or {})}["split"]
+        split = {**vanishing_measure.MEASUREMENT, **(settings or {})}["split"]
         calls.append(("vanishing", row["arch"], int(row["seed"]), snapshot, split))
         return RATIO[row["arch"]] * (4.0 if row["seed"] == 1 else 1.0)
 

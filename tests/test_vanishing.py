@@ -9,7 +9,7 @@ import torch
 from conftest import fake_corpus_file, fake_neural_model
 from test_saturation import edit_weights
 
-from analyses import common, vanishing
+from analyses import common, vanishing, vanishing_measure
 from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
 from analyses.prose import sentence, unsupported_numbers
@@ -163,7 +163,7 @@ def test_vanishing_ratio_of_a_near_linear_rnn_is_a_to_the_half_window(tmp_path, 
     row = ctx.models(arch="rnn").iloc[0]
     geometric = a ** np.arange(61)[::-1]  # time order
     expected = ratio_middle_over_ends(geometric)  # the mean of a^k over the middle lags: close to a^30
-    assert vanishing.vanishing_ratio(ctx, row, settings=ctx.settings) == pytest.approx(expected, rel=1e-3)
+    assert vanishing_measure.vanishing_ratio(ctx, row, settings=ctx.settings) == pytest.approx(expected, rel=1e-3)
     df = vanishing.compute(ctx)
     final = df[(df["checkpoint"] == "final") & (df["state"] == "h")].set_index("lag")
     np.testing.assert_allclose(final.loc[[1, 10, 60], "grad_norm"] / final.loc[0, "grad_norm"], a ** np.r_[1, 10, 60],
@@ -185,7 +185,7 @@ def test_the_vanishing_ratio_is_mid_over_the_loss_end_where_the_far_end_says_oth
     h = 0.5**lags + 1e-3  # lag order: lag 0 (the loss) first
     c = np.where(lags == 0, 0.0, 0.4 * 0.5**lags + 1e-3)  # dL_T/dc_T = 0: the loss reads h_T
     monkeypatch.setattr(
-        vanishing, "lag_profiles", lambda models, *a: [{"layers.0.h": h, "layers.0.c": c}] * len(models)
+        vanishing_measure, "lag_profiles", lambda models, *a: [{"layers.0.h": h, "layers.0.c": c}] * len(models)
     )
     ctx = _ctx(max_lag=K, windows=2, warmup=5, snapshots=0)
     df = vanishing.compute(ctx)
@@ -194,8 +194,9 @@ def test_the_vanishing_ratio_is_mid_over_the_loss_end_where_the_far_end_says_oth
     assert config["c_final"] == pytest.approx(1e-3 / (1 + 1e-3), rel=1e-4)  # the c ratio: c mid-window, h at the loss
     assert config["h_far_mid"] == pytest.approx(1.0, rel=1e-3)  # the far end says "nothing more is lost"
     row = ctx.models().iloc[0]
-    assert vanishing.vanishing_ratio(ctx, row, settings=ctx.settings) == pytest.approx(config["c_final"])
-    assert vanishing.vanishing_ratio(ctx, row, state="h", settings=ctx.settings) == pytest.approx(config["h_final"])
+    ratio = vanishing_measure.vanishing_ratio
+    assert ratio(ctx, row, settings=ctx.settings) == pytest.approx(config["c_final"])
+    assert ratio(ctx, row, state="h", settings=ctx.settings) == pytest.approx(config["h_final"])
     comp = vanishing.comparisons(vanishing.configurations(df)).set_index("comparison")
     assert comp.loc["maini", "place"] == "below" and comp.loc["maini", "factor"] == pytest.approx(5.005, rel=1e-3)
     (claim, *_) = vanishing.findings(comp.reset_index(), [corpus.name])
@@ -222,7 +223,7 @@ def _table(models: list[dict], K: int = 200) -> pd.DataFrame:
                     "size": size, "layers": layers, "seed": seed, "model_id": f"{arch}-{layers}-{seed}",
                     "group_id": f"{arch}-{layers}", "checkpoint": checkpoint,
                     "chars": 0 if checkpoint == "init" else 10**6, "layer": layers - 1, "state": state,
-                    "memory": state == "c" or not vanishing.has_cell(arch), "lag": lag, "grad_norm": 0.5**lag,
+                    "memory": state == "c" or not vanishing_measure.has_cell(arch), "lag": lag, "grad_norm": 0.5**lag,
                     "ratio_mid_end": mid_end, "ratio_far_mid": far_mid,
                 })  # fmt: skip
     return pd.DataFrame(rows, columns=vanishing.COLUMNS)
@@ -331,7 +332,7 @@ def test_initial_model_is_the_one_training_starts_from(tmp_path, artifacts):
     row = ctx.models().iloc[0]
     config = TrainConfig(corpus=corpus.source, arch="gru", layers=1, size=5, seed=3, batch_size=4, unroll=10)
     task = LanguageModelTask(config, corpus, torch.device("cpu"))
-    rebuilt = vanishing.initial_model(ctx, row)
+    rebuilt = vanishing_measure.initial_model(ctx, row)
     for (name, p), q in zip(task.model.state_dict().items(), rebuilt.state_dict().values()):
         assert torch.equal(p, q), name
 
@@ -348,7 +349,7 @@ def test_asking_for_the_cell_of_models_without_one_is_one_line_and_exit_2(tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "memory cell" in err[0]
     with pytest.raises(MissingInput, match="keeps only h"):
-        vanishing.vanishing_ratio(_ctx(), model_index().iloc[0], state="c")
+        vanishing_measure.vanishing_ratio(_ctx(), model_index().iloc[0], state="c")
 
 
 def test_a_lag_longer_than_the_split_is_one_line_and_exit_2(tmp_path, artifacts, capsys):
@@ -368,7 +369,7 @@ def test_cached_profiles_are_reused_and_keyed_by_the_settings(tmp_path, artifact
     ctx = _ctx(max_lag=20, windows=2, warmup=5, snapshots=0)
     first = vanishing.compute(ctx)
     calls = []
-    monkeypatch.setattr(vanishing, "lag_profiles", lambda models, *a: calls.append(1) or [{}] * len(models))
+    monkeypatch.setattr(vanishing_measure, "lag_profiles", lambda models, *a: calls.append(1) or [{}] * len(models))
     pd.testing.assert_frame_equal(vanishing.compute(ctx), first)
     assert calls == []
     vanishing.compute(_ctx(max_lag=21, windows=2, warmup=5, snapshots=0))
