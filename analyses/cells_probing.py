@@ -27,7 +27,8 @@ from probes.activations import (
 )
 from probes.controls import block_split, context_types, control_informative, last_chars
 from probes.features import Feature, check_names, features_for, window_labels
-from probes.probe import ProbeRows, SingleCells, fit_probe, score
+from probes.probe import ProbeRows, fit_probe, score
+from probes.single_cells import SingleCells
 
 ARCH_ORDER = list(ARCH_LABELS)
 # scikit-learn's own low-overhead settings for the probes' many small fits: no finiteness check (the activations were

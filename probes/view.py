@@ -325,12 +325,12 @@ def trace_layer(model, ids: np.ndarray, start: int, chars: int, warmup: int, lay
 
 def rank_cells(raw: np.ndarray, feature, text: bytes, labels: np.ndarray, seed: int = 0) -> pd.DataFrame:
     """Every cell ranked by selectivity for a feature on the shown text, as LSTMVis ranks cells by how well they
-    match a selection: each cell alone (a threshold, or least squares for a count; `probe.SingleCells`) on the
+    match a selection: each cell alone (a threshold, or least squares for a count; `single_cells.SingleCells`) on the
     feature's labels, minus the same on Hewitt and Liang's character control (one random label per byte). Fitted
     and scored on the shown text itself: a ranking for the eye, not a held-out finding (the `cells` analysis is).
     Columns cell, score, control, selectivity; best first."""
     from .controls import context_types, control_task
-    from .probe import SingleCells
+    from .single_cells import SingleCells
 
     T = raw.shape[0]
     fit_all = np.zeros(T, dtype=bool)

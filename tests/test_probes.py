@@ -27,7 +27,6 @@ from probes.probe import (
     LogisticProbe,
     ProbeRows,
     RidgeProbe,
-    SingleCells,
     _RidgeRows,
     balanced_accuracy,
     contiguous_folds,
@@ -35,6 +34,7 @@ from probes.probe import (
     make_probe,
     r2,
 )
+from probes.single_cells import SingleCells
 
 
 def labels(feature: str, text: str, style: str = F.PROSE) -> list[int]:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import fake_corpus_file, fake_neural_model, fake_ngram_model, fake_nnn_model
 
-from analyses import common, training_dynamics
+from analyses import common, training_dynamics, training_dynamics_kl
 from analyses.base import Result
 from analyses.context import Context, MissingInput, model_index
 from analyses.prose import sentence, unsupported_numbers
@@ -25,7 +25,7 @@ def test_divergences_match_the_symmetric_kl_and_bound_the_float16_error():
     rng = np.random.default_rng(0)
     snaps = [_random_logp(rng, (4100, 7), s).astype(np.float16).astype(np.float32) for s in (0.5, 1, 3)]
     bases = [_random_logp(rng, (4100, 7), s).astype(np.float16).astype(np.float32) for s in (1, 2)] + [snaps[1]]
-    kl, bound = training_dynamics.divergences(snaps, bases)
+    kl, bound = training_dynamics_kl.divergences(snaps, bases)
     for i, a in enumerate(snaps):
         for j, b in enumerate(bases):
             assert kl[i, j] == pytest.approx(symmetric_kl(a, b).mean(), abs=1e-9)
