@@ -13,7 +13,7 @@ from .levy import NOISE_STDS, ORDER, SHORT
 def plot(df: pd.DataFrame, depths: pd.DataFrame, minimal: pd.DataFrame | None = None):
     """One panel per corpus and depth: test cross-entropy of the LSTM and each ablation (bootstrap std as error bar),
     the LSTM's seed mean +- 1 and NOISE_STDS seed stds as bands, each ablation labelled with its gap in LSTM stds.
-    A depth the run lacks keeps its panel, saying so. `minimal` (ablations.input_only): minGRU and minLSTM of that
+    A depth the run lacks keeps its panel, saying so. `minimal` (ablations_min.input_only): minGRU and minLSTM of that
     depth after the ablations, as diamonds, where their LSTM is the panel's (the same width)."""
     style()
     corpora_ = sorted(depths["corpus"].unique())

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyses import brace_distance, error_overlap, training_dynamics, weighted_sum
+from analyses import brace_distance, error_overlap, training_dynamics_kl, weighted_sum
 from charlm import predictions
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,7 +285,7 @@ def test_kl_from_stored_rows_stays_within_the_documented_bound(first, second):
     error = np.abs(predictions.kl_divergence(stored_a, stored_b) - predictions.kl_divergence(a, b))
     assert (error <= predictions.kl_error_bound(a, b) + 1e-12).all()
     # and the symmetric KL's bound that training_dynamics reports (mean over positions, both directions)
-    kl, bound = training_dynamics.divergences([a], [b])
+    kl, bound = training_dynamics_kl.divergences([a], [b])
     exact = predictions.symmetric_kl(a, b).mean()
     assert kl[0, 0] == pytest.approx(exact, abs=1e-9)
     assert abs(predictions.symmetric_kl(stored_a, stored_b).mean() - exact) <= bound[0, 0] + 1e-12
